@@ -1,0 +1,131 @@
+"""The nightly job: every stage in data-flow order, incremental and idempotent.
+
+Wiring lives here and nowhere else. A stage is a function ``run(ctx)`` in its module; it
+reads its declared input tables, writes its declared outputs and reports counts through
+the :class:`RunContext`. ``dvc.yaml`` runs the same stages one by one with
+``fleetfault run --stage NAME``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.config import Config
+from pipeline.errors import UsageError
+from pipeline.warehouse import FileResult, Loaded, Warehouse
+
+log = logging.getLogger(__name__)
+
+#: (stage name, "module:function"), in the order they run.
+STAGES: list[tuple[str, str]] = [
+    ("inventory", "pipeline.ingest.inventory:run"),
+]
+
+
+@dataclass
+class StageReport:
+    stage: str
+    files: int = 0
+    unchanged: int = 0
+    rows_read: int = 0
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class RunContext:
+    """What a stage gets: config, warehouse, folders, progress and its report."""
+
+    def __init__(self, cfg: Config, wh: Warehouse, data_dir: Path, out_dir: Path, progress=None):
+        self.cfg, self.wh, self.data_dir, self.out_dir = cfg, wh, Path(data_dir), Path(out_dir)
+        self.progress = progress  # a rich.progress.Progress, or None when quiet
+        self.reports: dict[str, StageReport] = {}
+
+    def report(self, stage: str) -> StageReport:
+        return self.reports.setdefault(stage, StageReport(stage))
+
+    def note(self, stage: str, text: str) -> None:
+        log.info("%s: %s", stage, text)
+        self.report(stage).notes.append(text)
+
+    def track(self, items: Sequence, description: str) -> Iterable:
+        """Iterate with a progress bar when a display is attached."""
+        if self.progress is None or not items:
+            yield from items
+            return
+        task = self.progress.add_task(description, total=len(items))
+        for item in items:
+            yield item
+            self.progress.advance(task)
+        self.progress.update(task, visible=False)
+
+    def ingest_files(self, stage: str, paths: Sequence[Path], loader: Callable[[Path, int], Loaded]) -> list[FileResult]:
+        """Load each file through the registry, adding its counts to the stage's report."""
+        rep = self.report(stage)
+        results = []
+        for path in self.track(list(paths), f"{stage}: files"):
+            res = self.wh.ingest_file(stage, path, loader, key=self.file_key(path))
+            results.append(res)
+            rep.files += 1
+            rep.unchanged += res.status == "unchanged"
+            rep.rows_read += res.rows_read
+            rep.rows_loaded += res.rows_loaded
+            rep.rows_quarantined += res.rows_quarantined
+        return results
+
+    def file_key(self, path: Path) -> str:
+        """Registry key: the path relative to the data folder, so a moved data folder still matches."""
+        try:
+            return str(Path(path).resolve().relative_to(self.data_dir.resolve()))
+        except ValueError:
+            return str(Path(path).resolve())
+
+
+def resolve_stage(target: str) -> Callable[[RunContext], None]:
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run_pipeline(
+    cfg: Config,
+    data_dir: Path,
+    warehouse: Path | str,
+    out_dir: Path,
+    *,
+    stages: Sequence[str] | None = None,
+    progress=None,
+) -> tuple[list[StageReport], int]:
+    """Run the stages (all, or those named) and return their reports and the exit code.
+
+    Exit code 0: all loaded; 1: some rows were quarantined (the rest is loaded).
+    """
+    names = [n for n, _ in STAGES]
+    for s in stages or []:
+        if s not in names:
+            raise UsageError(f"unknown stage {s!r}; stages are: {', '.join(names)}")
+    if not Path(data_dir).is_dir():
+        raise UsageError(f"--data {data_dir}: no such folder (expected inventory.csv, telemetry/, kernel/, tickets/)")
+    with Warehouse(warehouse) as wh:
+        wh.start_run("run" if not stages else "run --stage " + ",".join(stages))
+        ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress)
+        status = "failed"
+        try:
+            for name, target in STAGES:
+                if stages and name not in stages:
+                    continue
+                t0 = time.perf_counter()
+                resolve_stage(target)(ctx)
+                ctx.report(name).seconds = round(time.perf_counter() - t0, 3)
+            reports = list(ctx.reports.values())
+            rejected = sum(r.rows_quarantined for r in reports)
+            status = "rejected_rows" if rejected else "ok"
+        finally:
+            wh.end_run(status, [asdict(r) for r in ctx.reports.values()])
+    return reports, (1 if rejected else 0)

@@ -1,0 +1,325 @@
+"""The DuckDB warehouse: declared tables, the file registry, the quarantine and the runs log.
+
+Reads ``schemas/tables/*.yaml``; writes one DuckDB file. Every file a stage ingests goes
+through :meth:`Warehouse.ingest_file`, which makes the nightly run incremental and
+idempotent: a file already loaded with the same sha256 is skipped, a changed file has its
+old rows deleted and is loaded again, and each file's load is one transaction, so a run
+killed halfway leaves no half-loaded file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.errors import EngineError, FleetfaultError, SchemaError
+from pipeline.schemas import TableSchema, all_schemas
+
+log = logging.getLogger(__name__)
+
+#: Bump when a change to the tables needs more than "create missing tables, add missing
+#: columns" (which every open does); add the step to ``_MIGRATIONS``.
+SCHEMA_VERSION = 1
+
+# version -> SQL run to go from version-1 to version. Version 1 is the first layout.
+_MIGRATIONS: dict[int, list[str]] = {}
+
+
+@dataclass
+class Rejected:
+    """A row a stage could not load: it goes to the quarantine, never silently dropped."""
+
+    line_no: int | None
+    reason: str  # a short code such as 'bad_timestamp', 'truncated_line'
+    raw: str
+    detail: str = ""
+
+
+@dataclass
+class Loaded:
+    """What a stage's loader made of one file.
+
+    ``rows_read`` counts the data rows the file held (headers, blank lines and, for kernel
+    logs, unrelated lines are ``rows_skipped``, not read); it must equal ``rows_loaded``
+    plus the number of ``rejects``.
+    """
+
+    tables: dict[str, Any] = field(default_factory=dict)  # table -> Arrow / polars / pandas
+    rows_read: int = 0
+    rows_loaded: int = 0
+    rows_skipped: int = 0
+    rejects: list[Rejected] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    status: str  # 'loaded', 'reloaded', 'unchanged'
+    rows_read: int = 0
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Warehouse:
+    """One DuckDB file with every declared table. Use as a context manager.
+
+    Examples
+    --------
+    >>> with Warehouse(":memory:") as wh:
+    ...     wh.scalar("select count(*) from files")
+    0
+    """
+
+    def __init__(self, path: str | Path = "fleetfault.duckdb", *, read_only: bool = False):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise FleetfaultError(f"cannot open warehouse {self.path}: {exc}") from None
+        self.schemas: dict[str, TableSchema] = all_schemas()
+        self.run_id: int | None = None
+        self._in_tx = False
+        if not read_only:
+            self.migrate()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def migrate(self) -> None:
+        """Bring the file to :data:`SCHEMA_VERSION`: run pending migrations, create missing
+        tables and add declared columns that an older file lacks."""
+        con = self.con
+        con.execute("CREATE TABLE IF NOT EXISTS schema_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        rows = con.execute("SELECT value FROM schema_meta WHERE key = 'version'").fetchall()
+        row = rows[0] if rows else None
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"warehouse {self.path} has schema version {version}, newer than this fleetfault "
+                f"({SCHEMA_VERSION}); upgrade fleetfault or use another --warehouse"
+            )
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("CREATE SEQUENCE IF NOT EXISTS file_ids START 1")
+            con.execute("CREATE SEQUENCE IF NOT EXISTS run_ids START 1")
+            existing = {r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()}
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                for stmt in _MIGRATIONS.get(v, []):
+                    con.execute(stmt)
+            for name, sch in self.schemas.items():
+                if name not in existing:
+                    con.execute(sch.ddl())
+                    continue
+                have = {r[0] for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [name]
+                ).fetchall()}
+                for col in sch.columns:
+                    if col.name not in have:
+                        log.info("migration: adding %s.%s", name, col.name)
+                        con.execute(f'ALTER TABLE "{name}" ADD COLUMN "{col.name}" {col.type}')
+            con.execute(
+                "INSERT OR REPLACE INTO schema_meta VALUES ('version', ?)", [str(SCHEMA_VERSION)]
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.scalar("SELECT value FROM schema_meta WHERE key='version'"))
+
+    # -- SQL -------------------------------------------------------------------------
+    def sql(self, sql: str, params: list | dict | None = None, *, step: str = "sql") -> list[tuple]:
+        """Execute one SQL step and return all its rows; failures raise :class:`EngineError`
+        naming the step. (DuckDB 2 wants every result consumed before the next statement.)"""
+        try:
+            cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+            return cur.fetchall() if cur.description else []
+        except duckdb.Error as exc:
+            raise EngineError(step, sql, exc) from None
+
+    def relation(self, sql: str, params=None, *, step: str = "query") -> duckdb.DuckDBPyRelation:
+        """A lazy query; convert with ``.pl()``, ``.df()`` or ``.to_arrow_table()``."""
+        try:
+            return self.con.sql(sql, params=params)
+        except duckdb.Error as exc:
+            raise EngineError(step, sql, exc) from None
+
+    def _frame(self, kind: str, sql: str, params, step: str):
+        rel = self.relation(sql, params, step=step)
+        try:
+            return getattr(rel, kind)()
+        except duckdb.Error as exc:
+            raise EngineError(step, sql, exc) from None
+
+    def df(self, sql: str, params=None, *, step: str = "query"):
+        """A query's result as a pandas DataFrame."""
+        return self._frame("df", sql, params, step)
+
+    def pl(self, sql: str, params=None, *, step: str = "query"):
+        """A query's result as a polars DataFrame."""
+        return self._frame("pl", sql, params, step)
+
+    def arrow(self, sql: str, params=None, *, step: str = "query"):
+        """A query's result as an Arrow table."""
+        return self._frame("to_arrow_table", sql, params, step)
+
+    def scalar(self, sql: str, params=None, *, step: str = "query"):
+        rows = self.sql(sql, params, step=step)
+        return rows[0][0] if rows else None
+
+    def table_exists(self, name: str) -> bool:
+        return bool(self.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction; nested use joins the outer one."""
+        if self._in_tx:
+            yield
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._in_tx = True
+        try:
+            yield
+        except BaseException:
+            self._in_tx = False
+            self.con.execute("ROLLBACK")
+            raise
+        self._in_tx = False
+        self.con.execute("COMMIT")
+
+    def insert(self, table: str, data: Any) -> int:
+        """Append rows (Arrow, polars or pandas) to a declared table, matching columns by name."""
+        sch = self.schemas.get(table)
+        if sch is None:
+            raise SchemaError(f"no table {table!r} declared in schemas/tables/")
+        columns = list(data.columns) if not hasattr(data, "column_names") else list(data.column_names)
+        sch.validate_columns(columns)
+        n = len(data) if not hasattr(data, "num_rows") else data.num_rows
+        if n == 0:
+            return 0
+        view = f"_insert_{table}"
+        self.con.register(view, data)
+        try:
+            cols = ", ".join(f'"{c}"' for c in columns)
+            self.sql(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM "{view}"', step=f"insert {table}")
+        finally:
+            self.con.unregister(view)
+        return n
+
+    def replace(self, table: str, data: Any) -> int:
+        """Replace a derived table's whole content (inside the caller's transaction, if any)."""
+        self.sql(f'DELETE FROM "{table}"', step=f"clear {table}")
+        return self.insert(table, data)
+
+    # -- file registry ---------------------------------------------------------------
+    def registered(self, stage: str, path: str) -> dict | None:
+        rows = self.sql("SELECT file_id, sha256, size FROM files WHERE stage = ? AND path = ?", [stage, path])
+        row = rows[0] if rows else None
+        return None if row is None else {"file_id": row[0], "sha256": row[1], "size": row[2]}
+
+    def _forget_file(self, file_id: int) -> None:
+        """Delete every row a file put anywhere (tables with a ``file_id`` column)."""
+        for name, sch in self.schemas.items():
+            if "file_id" in sch.names and name != "files":
+                self.sql(f'DELETE FROM "{name}" WHERE file_id = ?', [file_id], step=f"forget file in {name}")
+        self.sql("DELETE FROM files WHERE file_id = ?", [file_id], step="forget file")
+
+    def ingest_file(
+        self,
+        stage: str,
+        path: str | Path,
+        loader: Callable[[Path, int], Loaded],
+        *,
+        key: str | None = None,
+    ) -> FileResult:
+        """Load one file through ``loader`` unless the registry holds it unchanged.
+
+        ``loader(path, file_id)`` returns a :class:`Loaded`; its tables are inserted, its
+        rejects quarantined and the file registered, all in one transaction.
+        ``key`` is the name the registry knows the file by (default: the path as given).
+        """
+        path = Path(path)
+        key = key or str(path)
+        digest = sha256_file(path)
+        prev = self.registered(stage, key)
+        if prev and prev["sha256"] == digest:
+            return FileResult(key, "unchanged")
+        with self.transaction():
+            if prev:
+                self._forget_file(prev["file_id"])
+            file_id = self.scalar("SELECT nextval('file_ids')")
+            result = loader(path, file_id)
+            n_rej = len(result.rejects)
+            if result.rows_read != result.rows_loaded + n_rej:
+                raise FleetfaultError(
+                    f"{stage}: {key}: counts do not reconcile: read {result.rows_read} != "
+                    f"loaded {result.rows_loaded} + quarantined {n_rej} (a bug in the {stage} loader)"
+                )
+            for table, data in result.tables.items():
+                self.insert(table, data)
+            self.quarantine(stage, key, result.rejects, file_id=file_id)
+            self.sql(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [file_id, stage, key, path.stat().st_size, digest, result.rows_read,
+                 result.rows_loaded, n_rej, result.rows_skipped, _now(), self.run_id],
+                step="register file",
+            )
+        return FileResult(key, "reloaded" if prev else "loaded", result.rows_read, result.rows_loaded, n_rej)
+
+    def quarantine(self, stage: str, source_file: str, rejects: Iterable[Rejected], *, file_id: int | None = None) -> int:
+        rows = [
+            (self.run_id, file_id, stage, source_file, r.line_no, r.reason, r.raw[:4000], r.detail[:1000], _now())
+            for r in rejects
+        ]
+        if rows:
+            self.con.executemany("INSERT INTO quarantine VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
+
+    # -- runs ------------------------------------------------------------------------
+    def start_run(self, command: str) -> int:
+        self.run_id = self.scalar("SELECT nextval('run_ids')")
+        self.sql(
+            "INSERT INTO runs (run_id, command, started_at, status) VALUES (?, ?, ?, 'running')",
+            [self.run_id, command, _now()], step="start run",
+        )
+        return self.run_id
+
+    def end_run(self, status: str, stages: list[dict]) -> None:
+        self.sql(
+            "UPDATE runs SET ended_at = ?, status = ?, stages = ? WHERE run_id = ?",
+            [_now(), status, json.dumps(stages, default=str), self.run_id], step="end run",
+        )

@@ -1,0 +1,106 @@
+import duckdb
+import polars as pl
+import pytest
+
+from pipeline.errors import EngineError, FleetfaultError, SchemaError
+from pipeline.schemas import all_schemas
+from pipeline.warehouse import SCHEMA_VERSION, Loaded, Rejected, Warehouse
+
+
+def _inv_loader(rows, rejects=()):
+    def load(path, file_id):
+        df = pl.DataFrame(
+            {"serial": [f"S{i}" for i in range(rows)], "host": ["h"] * rows, "file_id": [file_id] * rows},
+            schema={"serial": pl.Utf8, "host": pl.Utf8, "file_id": pl.Int64},
+        )
+        return Loaded({"inventory": df}, rows_read=rows + len(rejects), rows_loaded=rows, rejects=list(rejects))
+    return load
+
+
+def test_every_declared_table_is_created(wh):
+    names = {r[0] for r in wh.sql("select table_name from information_schema.tables")}
+    assert set(all_schemas()) <= names
+    assert wh.schema_version == SCHEMA_VERSION
+
+
+def test_migration_adds_missing_columns_and_sets_version(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table inventory (serial varchar not null, host varchar)")
+    con.execute("insert into inventory values ('A', 'h1')")
+    con.execute("create table schema_meta (key varchar primary key, value varchar)")
+    con.execute("insert into schema_meta values ('version', '0')")
+    con.close()
+    with Warehouse(path) as wh:
+        cols = {r[0] for r in wh.sql("select column_name from information_schema.columns where table_name='inventory'")}
+        assert {"model", "site", "removed_at", "file_id"} <= cols
+        assert wh.sql("select serial, host, model from inventory") == [("A", "h1", None)]
+        assert wh.schema_version == SCHEMA_VERSION
+
+
+def test_newer_warehouse_is_refused(tmp_path):
+    path = tmp_path / "new.duckdb"
+    Warehouse(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("update schema_meta set value = '999' where key = 'version'")
+    con.close()
+    with pytest.raises(SchemaError, match="newer"):
+        Warehouse(path)
+
+
+def test_registry_skips_unchanged_and_reloads_changed(wh, tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("one")
+    r1 = wh.ingest_file("inventory", f, _inv_loader(3))
+    r2 = wh.ingest_file("inventory", f, _inv_loader(3))
+    assert (r1.status, r1.rows_loaded) == ("loaded", 3)
+    assert (r2.status, r2.rows_loaded) == ("unchanged", 0)
+    assert wh.scalar("select count(*) from inventory") == 3
+    f.write_text("two")
+    r3 = wh.ingest_file("inventory", f, _inv_loader(5, [Rejected(7, "bad", "x")]))
+    assert r3.status == "reloaded"
+    assert wh.scalar("select count(*) from inventory") == 5  # old rows replaced, not added
+    assert wh.scalar("select count(*) from files") == 1
+    assert wh.sql("select rows_read, rows_loaded, rows_quarantined from files") == [(6, 5, 1)]
+    assert wh.sql("select line_no, reason, source_file from quarantine") == [(7, "bad", str(f))]
+
+
+def test_crash_mid_file_leaves_nothing_and_next_run_loads_fully(wh, tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("data")
+
+    def crashing(path, file_id):
+        wh.insert("inventory", pl.DataFrame({"serial": ["X"], "host": ["h"], "file_id": [file_id]}))
+        raise KeyboardInterrupt("killed halfway")
+
+    with pytest.raises(KeyboardInterrupt):
+        wh.ingest_file("inventory", f, crashing)
+    assert wh.scalar("select count(*) from inventory") == 0
+    assert wh.scalar("select count(*) from files") == 0
+    res = wh.ingest_file("inventory", f, _inv_loader(4))
+    assert res.status == "loaded" and wh.scalar("select count(*) from inventory") == 4
+
+
+def test_counts_must_reconcile(wh, tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("x")
+
+    def liar(path, file_id):
+        return Loaded({}, rows_read=10, rows_loaded=3)
+
+    with pytest.raises(FleetfaultError, match="reconcile"):
+        wh.ingest_file("inventory", f, liar)
+    assert wh.scalar("select count(*) from files") == 0
+
+
+def test_insert_validates_columns(wh):
+    with pytest.raises(SchemaError, match="undeclared"):
+        wh.insert("inventory", pl.DataFrame({"serial": ["a"], "file_id": [1], "colour": ["red"]}))
+    with pytest.raises(SchemaError, match="no table"):
+        wh.insert("nope", pl.DataFrame({"a": [1]}))
+
+
+def test_sql_errors_name_the_step(wh):
+    with pytest.raises(EngineError, match="my step") as exc:
+        wh.sql("select * from missing_table", step="my step")
+    assert "missing_table" in str(exc.value)
