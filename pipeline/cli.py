@@ -40,6 +40,17 @@ WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckD
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
 _COMMAND_MODULES: list[str] = []
 
+_GROUPS: dict[str, typer.Typer] = {}
+
+
+def group(name: str, help: str) -> typer.Typer:
+    """A command group (``fleetfault parse ...``, ``fleetfault review ...``), created once
+    and shared by the modules that add commands to it."""
+    if name not in _GROUPS:
+        _GROUPS[name] = typer.Typer(help=help, no_args_is_help=True)
+        app.add_typer(_GROUPS[name], name=name)
+    return _GROUPS[name]
+
 
 def setup(config: Path | None, verbose: bool = False) -> Config:
     """Load the config once and set up logging; every command starts here."""
