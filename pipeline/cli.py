@@ -38,7 +38,9 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config file
 WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config (fleetfault.duckdb).")]
 
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
-_COMMAND_MODULES: list[str] = []
+_COMMAND_MODULES: list[str] = [
+    "pipeline.collect.commands",
+]
 
 _GROUPS: dict[str, typer.Typer] = {}
 
