@@ -84,6 +84,7 @@ def run(
     config: ConfigOpt = None,
     stage: Annotated[Optional[list[str]], typer.Option("--stage", help="Run only this stage (repeatable); used by dvc.yaml.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    accept_rejects: Annotated[bool, typer.Option("--accept-rejects", help="Exit 0 even when rows were quarantined (for schedulers such as DVC that stop on any non-zero exit).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log each step.")] = False,
 ) -> None:
     """The nightly job: ingest new files, normalize, link, compute statistics, predict, report.
@@ -123,7 +124,7 @@ def run(
     if code:
         console.print(f"fleetfault: {sum(r.rows_quarantined for r in reports)} rows quarantined "
                       f"(see `fleetfault export quarantine -o q.csv`)")
-    raise typer.Exit(code)
+    raise typer.Exit(0 if accept_rejects else code)
 
 
 #: export name -> (warehouse table, columns or None for all declared ones)

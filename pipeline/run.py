@@ -9,6 +9,7 @@ the :class:`RunContext`. ``dvc.yaml`` runs the same stages one by one with
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -88,6 +89,13 @@ class RunContext:
             return str(Path(path).resolve())
 
 
+def _write_stage_report(out_dir: Path, report: StageReport) -> None:
+    """``OUT/stages/<stage>.json``: the stage's counts, which dvc.yaml tracks as its output."""
+    folder = out_dir / "stages"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{report.stage}.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
+
+
 def resolve_stage(target: str) -> Callable[[RunContext], None]:
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
@@ -123,6 +131,7 @@ def run_pipeline(
                 t0 = time.perf_counter()
                 resolve_stage(target)(ctx)
                 ctx.report(name).seconds = round(time.perf_counter() - t0, 3)
+                _write_stage_report(Path(out_dir), ctx.report(name))
             reports = list(ctx.reports.values())
             rejected = sum(r.rows_quarantined for r in reports)
             status = "rejected_rows" if rejected else "ok"
