@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 #: (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
+    ("tickets", "pipeline.ingest.tickets:run"),
+    ("report", "pipeline.report.stage:run"),
 ]
 
 

@@ -1,0 +1,297 @@
+"""What a ticket export's cells mean: header recognition, serial cleaning, dates.
+
+Every service point names its columns its own way (``工单号``, ``Ticket #``, ``ticketId``);
+:func:`map_columns` maps them to the ticket schema, from the point's config first and
+then by fuzzy matching against the aliases in :data:`FIELD_ALIASES`. Serials come back
+from spreadsheets damaged (``1.65462E+12``, ``1654620012345.0``, ``SN:``); dates come in
+each point's own order (``05/03/2025`` is March in one point and May in another).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+
+from rapidfuzz import fuzz
+
+from pipeline.errors import UsageError
+from pipeline.timeutil import local_to_utc
+
+#: Ticket schema field -> header aliases (compared after :func:`canonical_header`).
+FIELD_ALIASES: dict[str, list[str]] = {
+    "ticket_id": ["ticket_id", "ticket", "ticket #", "ticket no", "ticket number", "ticketid", "ticket num",
+                  "case", "case id", "case #", "case no", "case number", "incident", "incident id", "rma #",
+                  "rma no", "work order", "wo", "wo #", "id", "工单号", "工单编号", "工单", "单号", "工单id",
+                  "服务单号", "报修单号", "维修单号", "案例号", "工單號", "工單編號"],
+    "opened_at": ["opened_at", "opened", "open time", "open date", "opened on", "created", "created at",
+                  "create time", "created on", "creation date", "reported", "reported at", "report time",
+                  "report date", "date", "datetime", "time", "start time", "开单时间", "报修时间", "创建时间",
+                  "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間"],
+    "closed_at": ["closed_at", "closed", "close time", "closed on", "close date", "resolved", "resolved at",
+                  "resolved on", "resolution date", "end time", "完成时间", "关闭时间", "结单时间", "解决时间",
+                  "结束时间", "關閉時間", "完成時間"],
+    "updated_at": ["updated_at", "updated", "last updated", "update time", "modified", "last modified",
+                   "更新时间", "修改时间", "最后更新", "更新時間"],
+    "status": ["status", "state", "ticket status", "状态", "工单状态", "狀態"],
+    "host": ["host", "hostname", "host name", "server", "server name", "node", "node name", "machine",
+             "主机", "主机名", "服务器", "服务器名", "节点", "机器名", "主機名", "伺服器"],
+    "slot": ["slot", "gpu slot", "slot #", "slot no", "gpu index", "gpu #", "gpu id", "position", "槽位",
+             "卡槽", "gpu槽位", "gpu位置", "槽位号", "插槽"],
+    "serial": ["serial", "sn", "s/n", "serial number", "serial no", "serial #", "gpu sn", "gpu serial",
+               "board serial", "gpu serial number", "序列号", "sn号", "gpu序列号", "gpu sn号", "板卡序列号",
+               "序號", "序列號"],
+    "part_text": ["part", "parts", "failed part", "faulty part", "fault part", "component", "part name",
+                  "failed component", "defective part", "hardware", "故障部件", "部件", "故障件", "更换部件",
+                  "配件", "故障配件", "故障部位", "部件名称", "故障部件名称"],
+    "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description", "description",
+                     "error", "issue description", "problem description", "failure", "failure mode",
+                     "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述"],
+    "action_text": ["action", "actions", "resolution", "fix", "action taken", "solution", "repair action",
+                    "repair", "remedy", "work done", "处理措施", "处理方式", "解决方案", "维修措施", "处理",
+                    "措施", "处理结果", "维修方式", "處理措施", "處理方式"],
+}
+TEXT_FIELDS = ("part_text", "symptom_text", "action_text")
+#: Below this rapidfuzz ratio a header is not taken for an alias; headers shorter than
+#: :data:`HEADER_MIN_FUZZY_LEN` must match an alias exactly (short words are too alike).
+HEADER_MIN_SCORE = 84.0
+HEADER_MIN_FUZZY_LEN = 5
+
+
+def canonical_header(name: object) -> str:
+    """Header text for comparison: NFKC, lower case, separators as one space."""
+    s = unicodedata.normalize("NFKC", str(name or "")).lower().strip()
+    s = re.sub(r"[_\-./\\:()\[\]（）]+", " ", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _split_camel(name: object) -> str:
+    s = unicodedata.normalize("NFKC", str(name or "")).strip()
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", s)
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"[\s#]+", "", s)
+
+
+_ALIASES = {f: [canonical_header(a) for a in names] for f, names in FIELD_ALIASES.items()}
+
+
+def _score(header: str, field: str) -> float:
+    best = 0.0
+    for alias in _ALIASES[field]:
+        if header == alias or _squash(header) == _squash(alias):
+            return 100.0
+        if len(header) >= HEADER_MIN_FUZZY_LEN:
+            best = max(best, fuzz.ratio(header, alias))
+    return best
+
+
+def map_columns(headers: list[object], configured: dict[str, str] | None = None) -> dict[str, int]:
+    """Map ticket schema fields to column positions.
+
+    Configured names (``tickets.points.<point>.columns``, field -> header) win; the other
+    headers are matched to the aliases, best pairs first, each header used once.
+
+    Returns an empty dict when the row does not look like a ticket header (no ticket id,
+    or none of part/symptom/action text).
+    """
+    configured = configured or {}
+    canon = [canonical_header(_split_camel(h)) for h in headers]
+    found: dict[str, int] = {}
+    for fieldname, name in configured.items():
+        want = canonical_header(_split_camel(name))
+        for i, h in enumerate(canon):
+            if h == want and i not in found.values():
+                found[fieldname] = i
+                break
+    pairs = []
+    for i, h in enumerate(canon):
+        if not h or i in found.values():
+            continue
+        for fieldname in FIELD_ALIASES:
+            if fieldname in found:
+                continue
+            s = _score(h, fieldname)
+            if s >= HEADER_MIN_SCORE:
+                pairs.append((s, -i, fieldname, i))
+    for _, _, fieldname, i in sorted(pairs, reverse=True):
+        if fieldname not in found and i not in found.values():
+            found[fieldname] = i
+    if "ticket_id" not in found or not any(f in found for f in TEXT_FIELDS):
+        return {}
+    return found
+
+
+def layout_error(path: object, point: str, headers: list[object]) -> UsageError:
+    """The error for an export whose columns are not recognised: it names what it saw."""
+    seen = [str(h) for h in headers if h not in (None, "")]
+    return UsageError(
+        f"{path}: cannot recognise the ticket columns of service point {point!r}; saw {seen}. "
+        f"Need a ticket id and at least one of part/symptom/action text; name them in "
+        f"fleetfault.toml, e.g. [tickets.points.{point}.columns] ticket_id = \"<header>\", "
+        f"part_text = \"<header>\""
+    )
+
+
+# -- cells -------------------------------------------------------------------------
+
+def cell_text(value: object) -> str | None:
+    """A cell as text: numbers without a spurious ``.0``, dates in ISO form, empty -> None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return None
+        return str(int(value)) if value.is_integer() and abs(value) < 1e18 else repr(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    s = str(value).strip()
+    return s or None
+
+
+_SERIAL_PREFIX = re.compile(r"^(?:gpu\s*)?(?:s/?n|serial(?:\s*(?:no|number|#))?|序列号|序號|序列號)\s*[:：#=]?\s*", re.I)
+_SCI = re.compile(r"^(\d)(?:\.(\d+))?E\+?(\d+)$", re.I)
+_FLOAT_ZERO = re.compile(r"^(\d+)\.0+$")
+
+
+def clean_serial(value: object) -> str | None:
+    """A serial as the inventory writes it (trimmed, upper case, no ``SN:`` prefix).
+
+    Spreadsheet damage is undone where it can be: number cells and ``1654620012345.0``
+    become digits. A rounded scientific form (``1.65462E+12``) cannot be undone and is
+    returned in a canonical ``1.65462E+12`` form, which :func:`rounded_serial` reads.
+
+    >>> clean_serial("SN: 1654620012345"), clean_serial(1654620012345.0), clean_serial(" 1.65462e+12 ")
+    ('1654620012345', '1654620012345', '1.65462E+12')
+    """
+    s = cell_text(value)
+    if s is None:
+        return None
+    s = unicodedata.normalize("NFKC", s).strip().strip("'\"`").strip()
+    s = _SERIAL_PREFIX.sub("", s)
+    s = re.sub(r"\s+", "", s).upper()
+    if m := _FLOAT_ZERO.match(s):
+        return m.group(1)
+    if m := _SCI.match(s):
+        digits = m.group(1) + (m.group(2) or "")
+        exp = int(m.group(3))
+        if len(digits) - 1 <= exp <= 30:
+            if len(digits) - 1 == exp:  # every digit is there: undo exactly
+                return digits
+            return f"{m.group(1)}.{m.group(2) or '0'}E+{exp}"
+    return s or None
+
+
+def rounded_serial(serial: str) -> tuple[Decimal, int, int] | None:
+    """For a spreadsheet-rounded serial: (value, significant digits, digit count), else None."""
+    m = _SCI.match(serial or "")
+    if not m:
+        return None
+    try:
+        value = Decimal(serial)
+    except InvalidOperation:
+        return None
+    return value, 1 + len(m.group(2) or ""), int(m.group(3)) + 1
+
+
+_SLOT = re.compile(r"(\d{1,2})")
+
+
+def clean_slot(value: object) -> int | None:
+    """A slot number from ``3``, ``3.0``, ``GPU3``, ``slot 3``, ``#3``, ``3号``; else None."""
+    s = cell_text(value)
+    if s is None:
+        return None
+    m = _SLOT.search(s)
+    return int(m.group(1)) if m else None
+
+
+# -- dates -------------------------------------------------------------------------
+
+_NUMERIC_DATE = re.compile(r"^\s*(\d{1,2})[/.\-](\d{1,2})[/.\-](\d{2,4})\b")
+_TIME_FORMATS = ("%H:%M:%S.%f", "%H:%M:%S", "%H:%M", "%I:%M:%S %p", "%I:%M %p", "")
+
+
+def infer_dayfirst(values: list[str | None], default: bool) -> bool:
+    """Day/month order of ``dd/mm/yyyy``-like values: any first field above 12 means
+    day first, any second field above 12 means month first, else ``default``."""
+    for v in values:
+        m = _NUMERIC_DATE.match(v or "")
+        if m:
+            a, b = int(m.group(1)), int(m.group(2))
+            if a > 12 >= b:
+                return True
+            if b > 12 >= a:
+                return False
+    return default
+
+
+def _local_datetime(s: str, dayfirst: bool, fmt: str) -> datetime:
+    if fmt:
+        return datetime.strptime(s, fmt)
+    s = unicodedata.normalize("NFKC", s).strip()
+    s = re.sub(r"(\d{4})年(\d{1,2})月(\d{1,2})日?", r"\1-\2-\3", s)
+    s = s.replace("T", " ") if re.match(r"^\d{4}-\d{2}-\d{2}T", s) else s
+    iso = s.replace("/", "-").replace("Z", "+00:00")
+    iso = re.sub(r"^(\d{4})-(\d{1,2})-(\d{1,2})", lambda m: f"{m[1]}-{int(m[2]):02d}-{int(m[3]):02d}", iso)
+    try:
+        return datetime.fromisoformat(iso)
+    except ValueError:
+        pass
+    m = _NUMERIC_DATE.match(s)
+    if m:
+        a, b, y = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        # 04.03.2025 is always day first (nobody writes month.day.year).
+        day, month = (a, b) if dayfirst or "." in m.group(0) else (b, a)
+        if y < 100:
+            y += 2000
+        rest = s[m.end():].strip()
+        base = datetime(y, month, day)
+        for tf in _TIME_FORMATS:
+            try:
+                t = datetime.strptime(rest, tf) if tf else (None if rest else base)
+            except ValueError:
+                continue
+            if t is not None and tf:
+                return base.replace(hour=t.hour, minute=t.minute, second=t.second, microsecond=t.microsecond)
+            if t is not None:
+                return base
+        raise ValueError(f"unreadable time of day {rest!r}")
+    for f in ("%d %b %Y %H:%M", "%d %b %Y", "%b %d %Y %H:%M", "%b %d, %Y %H:%M", "%b %d, %Y", "%Y%m%d %H%M%S", "%Y%m%d"):
+        try:
+            return datetime.strptime(s, f)
+        except ValueError:
+            continue
+    raise ValueError(f"unreadable date/time {s!r}")
+
+
+def parse_when(value: object, tz: str, *, dayfirst: bool = False, fmt: str = "") -> datetime | None:
+    """A cell (text, datetime, Excel serial day number or epoch) to naive UTC; None if empty.
+
+    Zone-less times are read in ``tz``. Raises ValueError when unreadable.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return local_to_utc(value, tz)
+    if isinstance(value, date):
+        return local_to_utc(datetime(value.year, value.month, value.day), tz)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        v = float(value)
+        if 20000 <= v < 80000:  # an Excel serial day number (1954-2119)
+            return local_to_utc(datetime(1899, 12, 30) + timedelta(days=v), tz)
+        if 1e9 <= v < 1e10:
+            return datetime(1970, 1, 1) + timedelta(seconds=v)
+        if 1e12 <= v < 1e13:
+            return datetime(1970, 1, 1) + timedelta(milliseconds=v)
+        raise ValueError(f"unreadable date/time {value!r}")
+    s = str(value).strip()
+    if not s:
+        return None
+    if re.fullmatch(r"\d{10}(\d{3})?", s):
+        return parse_when(int(s), tz)
+    return local_to_utc(_local_datetime(s, dayfirst, fmt), tz)
