@@ -1,0 +1,63 @@
+"""The few SQL differences between engines, in one place.
+
+Steps are written in the SQL both DuckDB and Spark understand; where they differ, the step
+asks its engine's dialect for the expression. Only what the steps need is here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class Dialect:
+    """SQL that differs between engines. The defaults are DuckDB's."""
+
+    name = "duckdb"
+    string_type = "VARCHAR"
+
+    def timestamp(self, value: datetime) -> str:
+        """A timestamp literal."""
+        return f"TIMESTAMP '{value:%Y-%m-%d %H:%M:%S.%f}'"
+
+    def epoch_seconds(self, expr: str) -> str:
+        """Seconds since 1970 of a TIMESTAMP expression, as a double."""
+        return f"epoch({expr})"
+
+    def explode_periods(self, start: str, end: str, unit: str) -> str:
+        """A FROM-clause fragment that repeats each row once per calendar ``unit`` ('month'
+        or 'quarter') from the one holding ``start`` through the one holding ``end``, with
+        the period's first instant in column ``period_start``."""
+        return (f"CROSS JOIN LATERAL (SELECT unnest(generate_series(date_trunc('{unit}', {start}), "
+                f"{end}, INTERVAL {_step(unit)})) AS period_start) AS periods")
+
+    def add_months(self, expr: str, months: int) -> str:
+        return f"({expr} + INTERVAL {months} MONTH)"
+
+    def create_temp(self, name: str, select: str) -> str:
+        return f"CREATE OR REPLACE TEMP TABLE {name} AS\n{select}"
+
+
+class DuckDBDialect(Dialect):
+    pass
+
+
+class SparkDialect(Dialect):
+    name = "spark"
+    string_type = "STRING"
+
+    def epoch_seconds(self, expr: str) -> str:
+        return f"(unix_micros({expr}) / 1e6)"
+
+    def explode_periods(self, start: str, end: str, unit: str) -> str:
+        return (f"LATERAL VIEW explode(sequence(date_trunc('{unit.upper()}', {start}), {end}, "
+                f"INTERVAL {_step(unit)})) periods AS period_start")
+
+    def add_months(self, expr: str, months: int) -> str:
+        return f"({expr} + make_interval(0, {months}))"
+
+    def create_temp(self, name: str, select: str) -> str:
+        return f"CREATE OR REPLACE TEMP VIEW {name} AS\n{select}"
+
+
+def _step(unit: str) -> str:
+    return "3 MONTH" if unit == "quarter" else "1 MONTH"

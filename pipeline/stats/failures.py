@@ -1,0 +1,42 @@
+"""Failure events from coded, linked tickets, as one SQL step.
+
+A failure is a ticket whose ``part_code`` is in ``stats.failure_parts`` and whose
+``action_code`` is in ``stats.failure_actions`` (default: GPU x REPLACE), linked to an
+inventory serial. The same replacement reported by two service points (same serial, same
+time) counts once.
+"""
+
+from __future__ import annotations
+
+from pipeline.config import Stats
+from pipeline.engine import Engine
+
+FAILURES = "_ff_failures"
+
+
+def _in_list(values: list[str]) -> str:
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+    return f"({quoted})" if values else "(NULL)"
+
+
+def failures_sql(parts: list[str], actions: list[str]) -> str:
+    """The SELECT giving the ``failures`` table's columns from ``tickets``."""
+    return f"""
+SELECT serial, failed_at, min(ticket_id) AS ticket_id, min(part_code) AS part_code,
+       min(symptom_code) AS symptom_code
+FROM (
+    SELECT t.serial, t.opened_at AS failed_at, t.ticket_id, t.part_code, t.symptom_code
+    FROM tickets AS t
+    WHERE t.serial IS NOT NULL AND t.opened_at IS NOT NULL
+      AND t.part_code IN {_in_list(parts)}
+      AND t.action_code IN {_in_list(actions)}
+) AS f
+GROUP BY serial, failed_at
+"""
+
+
+def derive_failures(engine: Engine, cfg: Stats) -> str:
+    """Create the temporary failures table from ``tickets``; return its name."""
+    engine.create_table(FAILURES, failures_sql(cfg.failure_parts, cfg.failure_actions),
+                        step="stats: failures from tickets")
+    return FAILURES
