@@ -40,6 +40,7 @@ WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckD
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
 _COMMAND_MODULES: list[str] = [
     "pipeline.collect.commands",
+    "pipeline.stats.commands",
 ]
 
 _GROUPS: dict[str, typer.Typer] = {}

@@ -100,6 +100,13 @@ class Stats:
     min_gpu_days: float = 3650.0
     confidence: float = 0.95
     repeat_window_days: int = 30
+    # A failure ticket opened this long after the inventory's removal still ends that life.
+    removal_grace_days: float = 7.0
+    # Groupings the stats stage writes to stats_afr ("model,batch" = both); month/quarter split time.
+    afr_by: list[str] = field(default_factory=lambda: ["model", "vendor", "site", "batch", "slot", "model,batch", "quarter"])
+    survival_by: list[str] = field(default_factory=lambda: ["model", "batch"])
+    # Dimensions whose every group is compared with the rest of the fleet.
+    compare_by: list[str] = field(default_factory=lambda: ["batch", "vendor", "model"])
 
 
 @dataclass(frozen=True)

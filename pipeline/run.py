@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
+    ("stats", "pipeline.stats.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
 
