@@ -39,8 +39,11 @@ WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckD
 
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
 _COMMAND_MODULES: list[str] = [
+    "pipeline.normalize.commands",
     "pipeline.collect.commands",
+    "pipeline.report.commands",
     "pipeline.stats.commands",
+    "pipeline.ingest.xid_commands",
 ]
 
 _GROUPS: dict[str, typer.Typer] = {}

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 #: (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
+    ("xid", "pipeline.ingest.xid:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
     ("stats", "pipeline.stats.stage:run"),
     ("report", "pipeline.report.stage:run"),

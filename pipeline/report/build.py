@@ -1,0 +1,294 @@
+"""Assemble the procurement report: gather the tables, draw the charts, write HTML + XLSX.
+
+Reads: the warehouse (through :mod:`pipeline.report.tables` and
+:mod:`pipeline.report.reliability`). Writes: ``report.html`` (one self-contained file) and
+``report.xlsx`` (the table behind every chart, one sheet each) beside it.
+
+Each section renders from whatever tables have rows and says "No data yet" otherwise, so the
+report works at every stage of a deployment: inventory only, telemetry without tickets, no
+prediction model yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.config import Config
+from pipeline.output import write_xlsx
+from pipeline.report import charts, reliability, tables
+from pipeline.report import html as h
+from pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+#: Section ids in page order; the browser test checks each is present.
+SECTIONS = ["summary", "afr", "survival", "flags", "pareto", "xids", "trend", "repairs",
+            "predictions", "quality", "methodology"]
+
+_PCT = {"afr_pct": ",.2f", "afr_ci_low_pct": ",.2f", "afr_ci_high_pct": ",.2f", "gpu_days": ",.0f"}
+_AFR_LABELS = {"afr_pct": "AFR %", "afr_ci_low_pct": "95% low %", "afr_ci_high_pct": "95% high %",
+               "gpu_days": "GPU-days"}
+
+
+@dataclass
+class Report:
+    """A rendered report: the HTML text and the tables behind it (sheet name -> frame)."""
+
+    html: str
+    sheets: dict[str, pl.DataFrame] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)
+
+    def write(self, path: str | Path) -> tuple[Path, Path]:
+        """Write ``path`` (HTML) and the workbook beside it (same name, ``.xlsx``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.html, encoding="utf-8")
+        book = path.with_suffix(".xlsx")
+        sheets = {k: v for k, v in self.sheets.items() if v is not None and v.width}
+        write_xlsx(sheets or {"summary": pl.DataFrame({"note": ["no data yet"]})}, book)
+        return path, book
+
+
+def build_report(wh: Warehouse, cfg: Config) -> Report:
+    """Gather every section's tables from ``wh`` and render the report."""
+    b = _Builder(wh, cfg)
+    parts = [
+        ("summary", "Fleet summary", b.summary),
+        ("afr", "Annualized failure rates", b.afr),
+        ("survival", "Survival and failure shape", b.survival),
+        ("flags", "Flagged batches and vendors", b.flags),
+        ("pareto", "Failure modes", b.pareto),
+        ("xids", "Top Xid codes per model", b.xids),
+        ("trend", "Monthly trend", b.trend),
+        ("repairs", "Repair times", b.repairs),
+        ("predictions", "Predicted failures", b.predictions),
+        ("quality", "Data quality", b.quality),
+        ("methodology", "Methodology", b.methodology),
+    ]
+    rendered = [(sid, title, h.safe(fn, sid)) for sid, title, fn in parts]
+    s = b.facts
+    period = (f"{s['period_start']} to {s['period_end']}" if s.get("period_start") else "no records yet")
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    doc = h.page(cfg.report.title, f"Records from {period} · generated {stamp}", rendered)
+    return Report(doc, b.sheets, [sid for sid, _, _ in rendered])
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+class _Builder:
+    """One method per section, each returning its body HTML and adding its sheets."""
+
+    def __init__(self, wh: Warehouse, cfg: Config):
+        self.wh, self.cfg = wh, cfg
+        self.sheets: dict[str, pl.DataFrame] = {}
+        self.facts: dict = {}
+        try:
+            self.facts = tables.summary(wh, cfg)
+        except Exception as exc:
+            log.warning("report: summary failed: %s", exc)
+
+    def _source(self, stats_name: str) -> str:
+        used = reliability.stats_table(self.wh, stats_name) is not None
+        text = ("From the statistics stage." if used else
+                "Computed by the report from the inventory and replacement tickets "
+                "(the statistics stage has not written its tables yet).")
+        return f'<p class="source">{h.esc(text)}</p>'
+
+    def summary(self) -> str:
+        s = self.facts
+        if not s.get("gpus"):
+            return h.no_data("the inventory is empty", "Run `fleetfault run` on a data folder with inventory.csv.")
+        self.sheets["summary"] = pl.DataFrame({"metric": list(s), "value": [h.fmt_value(v) for v in s.values()]})
+        afr = s.get("afr_pct")
+        tiles = [("GPUs in inventory", f"{s['gpus']:,}"), ("in service", f"{s['in_service']:,}"),
+                 ("hosts", f"{s['hosts']:,}"), ("GPU models", f"{s['models']:,}"),
+                 ("GPU-days observed", f"{s.get('gpu_days', 0):,.0f}"), ("GPU failures", f"{s.get('failures', 0):,}"),
+                 ("fleet AFR", f"{afr:.2f}%" if afr is not None else "—"),
+                 ("Xid events", f"{s['xid_events']:,}"), ("tickets", f"{s['tickets']:,}")]
+        text = ""
+        if afr is not None:
+            text = h.para(
+                f"Between {s['period_start']} and {s['period_end']} the fleet of {s['gpus']:,} GPUs accumulated "
+                f"{s['gpu_days']:,.0f} GPU-days and {s['failures']:,} GPU replacements: an annualized failure "
+                f"rate of {afr:.2f}% ({self.cfg.stats.confidence:.0%} interval {s['afr_ci_low_pct']:.2f}–"
+                f"{s['afr_ci_high_pct']:.2f}%).")
+        return h.kpis(tiles) + text
+
+    def afr(self) -> str:
+        fleet = self.facts.get("afr_pct")
+        out = []
+        for by in ("model", "vendor", "batch"):
+            df = reliability.afr(self.wh, self.cfg, by)
+            out.append(f"<h3>By {h.esc(by)}</h3>")
+            if not df.height:
+                out.append(h.no_data(f"no exposure per {by}"))
+                continue
+            self.sheets[f"afr_by_{by}"] = df
+            out.append(h.figure(charts.afr_bars(df, by, fleet), f"AFR by {by} with 95% intervals",
+                                "Bars: annualized failure rate; whiskers: exact Poisson 95% interval; "
+                                "dashed line: the whole fleet."))
+            out.append(h.table(df, [by, "gpus", "gpu_days", "failures", "afr_pct", "afr_ci_low_pct", "afr_ci_high_pct"],
+                               formats=_PCT, labels=_AFR_LABELS))
+        return "".join(out) + self._source("stats_afr")
+
+    def survival(self) -> str:
+        km = reliability.survival(self.wh, self.cfg, "model")
+        wb = reliability.weibull(self.wh, self.cfg, "model")
+        out = []
+        if km.height:
+            self.sheets["survival_by_model"] = km
+            out.append(h.figure(charts.survival_curves(km, "model"), "Kaplan-Meier survival by model",
+                                "Share of GPUs not yet replaced, by age; shaded: 95% band."))
+        else:
+            out.append(h.no_data("no lifetimes to draw survival curves from"))
+        if wb.height:
+            self.sheets["weibull_by_model"] = wb
+            out.append("<h3>Weibull shape per model</h3>")
+            items = []
+            for r in wb.iter_rows(named=True):
+                shape = r.get("shape")
+                if shape is None or shape != shape:
+                    items.append(f"{r['model']}: {r['words']}.")
+                else:
+                    ci = (f" (95% interval {r['shape_ci_low']:.2f}–{r['shape_ci_high']:.2f})"
+                          if r.get("shape_ci_low") is not None else "")
+                    items.append(f"{r['model']}: shape {shape:.2f}{ci} — {r['words']}.")
+            out.append(h.bullets(items))
+            out.append(h.para("A Weibull shape below 1 means failures concentrate early in life (burn-in pays), "
+                              "near 1 a constant rate, above 1 wear-out (plan replacements by age)."))
+        return "".join(out) + self._source("stats_survival")
+
+    def flags(self) -> str:
+        df = reliability.flagged(self.wh, self.cfg)
+        if not self.facts.get("failures") and not df.height:
+            return h.no_data("no failures recorded, so no group can be compared")
+        if not df.height:
+            return ('<p class="ok">No batch, vendor or model fails significantly more often than the rest of the '
+                    'fleet (exact test, Bonferroni-corrected).</p>') + self._source("stats_flags")
+        self.sheets["flagged"] = df
+        items = "".join(f'<p class="flag">{h.esc(s)}.</p>' for s in df["sentence"])
+        return items + h.para("Each group is compared with the rest of the fleet by an exact conditional "
+                              "Poisson test, corrected for the number of groups compared.") + self._source("stats_flags")
+
+    def pareto(self) -> str:
+        df = tables.pareto(self.wh)
+        if not df.height:
+            return h.no_data("no coded tickets", "Tickets appear once the tickets stage has run.")
+        self.sheets["failure_modes"] = df
+        top = df.head(1).row(0, named=True)
+        lead = h.para(f"The most frequent failure mode is {top['part_code']} / {top['symptom_code']} "
+                      f"({top['tickets']:,} tickets, {top['cumulative_pct']:.0f}% of all coded tickets).")
+        return lead + h.figure(charts.pareto_chart(df), "Failure-mode Pareto") + h.table(
+            df, formats={"cumulative_pct": ",.1f"}, labels={"cumulative_pct": "cumulative %"}, limit=25)
+
+    def xids(self) -> str:
+        df = tables.top_xids(self.wh)
+        if not df.height:
+            return h.no_data("no Xid events", "Kernel logs appear once the xid stage has run.")
+        self.sheets["top_xids"] = df
+        return h.figure(charts.xid_chart(df), "Top Xid codes per model") + h.table(
+            df, formats={"per_1000_gpu_days": ",.2f"}, labels={"per_1000_gpu_days": "per 1,000 GPU-days"})
+
+    def trend(self) -> str:
+        df = tables.monthly_trend(self.wh, self.cfg)
+        if not df.height:
+            return h.no_data("no dated records")
+        self.sheets["monthly_trend"] = df
+        return h.figure(charts.trend_chart(df), "Monthly trend") + h.table(df, limit=36)
+
+    def repairs(self) -> str:
+        df = tables.repair_times(self.wh)
+        if not df.height:
+            return h.no_data("no ticket carries both an open and a close time")
+        self.sheets["repair_times"] = df
+        hours = tables.repair_hours(self.wh)
+        fmt = {c: ",.1f" for c in ("median_hours", "p90_hours", "mean_hours")}
+        return (h.figure(charts.repair_chart(hours), "Repair time histogram")
+                + h.table(df, formats=fmt, labels={"p90_hours": "90th pct hours"}))
+
+    def predictions(self) -> str:
+        df = tables.predictions(self.wh)
+        if not df.height:
+            return h.no_data("no predicted-failure list", "The predict stage writes it once a model is trained.")
+        self.sheets["predictions"] = df
+        horizon = df["horizon_days"][0]
+        expected = float(df["risk"].sum())
+        high = int((df["risk"] >= 0.5).sum())
+        lead = h.para(
+            f"As of {df['as_of'][0]}, {df.height:,} GPUs in service were scored. The model expects about "
+            f"{expected:.1f} GPU replacements in the next {horizon} days (the sum of the calibrated "
+            f"probabilities); {_count(high, 'GPU')} {'has' if high == 1 else 'have'} a risk of 50% or more. Model: {df['model_version'][0] or 'unknown'}.")
+        return lead + h.figure(charts.risk_chart(df), "Highest predicted risk") + h.table(
+            df, ["rank", "serial", "host", "pci_bus_id", "model", "risk", "top_factors"],
+            formats={"risk": ".1%"}, limit=20)
+
+    def quality(self) -> str:
+        out = []
+        files = tables.files_read(self.wh)
+        out.append("<h3>Files read</h3>")
+        if files.height:
+            self.sheets["files_read"] = files
+            out.append(h.table(files))
+        else:
+            out.append(h.no_data("no files registered"))
+        q = tables.quarantine_reasons(self.wh)
+        out.append("<h3>Rows quarantined, by reason</h3>")
+        if q.height:
+            self.sheets["quarantine"] = q
+            out.append(h.table(q))
+        else:
+            out.append('<p class="ok">No rows were quarantined.</p>')
+        t = tables.ticket_quality(self.wh)
+        out.append("<h3>Tickets</h3>")
+        out.append(h.bullets([
+            f"{_count(t['tickets'], 'ticket')}; {t['awaiting_review']:,} awaiting review (a code was not confident; "
+            "`fleetfault review export` sends them to a person).",
+            f"{_count(t['unlinked_tickets'], 'ticket')} could not be linked to an inventory GPU.",
+            f"{t['unlinked_xid_events']:,} of {t['xid_events']:,} Xid events could not be linked to a GPU serial.",
+        ]))
+        self.sheets["ticket_quality"] = pl.DataFrame({"metric": list(t), "value": list(t.values())})
+        un = tables.unlinked_tickets(self.wh)
+        if un.height:
+            self.sheets["unlinked_tickets"] = un
+            out.append("<h3>Unlinked tickets (most recent)</h3>" + h.table(un, limit=20))
+        return "".join(out)
+
+    def methodology(self) -> str:
+        c = self.cfg.stats
+        parts = " or ".join(c.failure_parts)
+        acts = " or ".join(c.failure_actions)
+        return "".join([
+            "<h3>Definitions</h3>",
+            h.bullets([
+                f"A failure is a service ticket with part {parts} and action {acts}, linked to an inventory serial.",
+                "Exposure is GPU-days inside the window the records cover (config stats.window_start/end, else the "
+                "first to the last day of data); a GPU installed earlier enters the window late (delayed entry); a "
+                "replacement ends its exposure even if the inventory still lists it; removal without a "
+                "replacement ticket is censoring, not failure.",
+                "AFR = failures / GPU-days × 365 × 100%.",
+                f"Interval: exact Poisson (chi-square) {c.confidence:.0%}: lower = χ²(α/2; 2k)/2, "
+                "upper = χ²(1−α/2; 2k+2)/2 failures, divided by GPU-years.",
+                "Survival: Kaplan–Meier by age since installation with delayed entry; Weibull shape by maximum "
+                "likelihood (lifelines).",
+                "Flags: each group against the rest of the fleet; the rate ratio's interval and p-value come from "
+                "the exact conditional binomial test; p-values are Bonferroni-corrected.",
+                "Predicted risk: the calibrated probability that a GPU is replaced within the horizon, from the "
+                "predict stage's model; the expected number of replacements is the sum of the risks.",
+            ]),
+            "<h3>Caveats</h3>",
+            h.bullets([
+                f"Groups with less than {c.min_gpu_days:,.0f} GPU-days have wide intervals; read the interval, "
+                "not the point estimate.",
+                "Ticket coding is automatic; tickets below the confidence threshold await review and are not "
+                "counted until a person codes them.",
+                "Unlinked tickets and Xid events (see Data quality) are missing from the per-GPU numbers.",
+                "Xid rates per 1,000 GPU-days use telemetry days as exposure; a model without telemetry shows counts only.",
+            ]),
+        ])

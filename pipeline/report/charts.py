@@ -1,0 +1,228 @@
+"""The report's charts: matplotlib figures rendered to base64 PNG data URIs.
+
+Embedding PNGs keeps the report one self-contained file that opens offline and prints the
+same way everywhere. Every chart has labelled axes with units and a muted, consistent palette.
+Each function takes a polars frame and returns a ``data:image/png;base64,...`` string.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: the report is written by a batch job
+
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+from matplotlib.ticker import PercentFormatter  # noqa: E402
+
+ACCENT = "#2563eb"
+WARN = "#dc2626"
+MUTED = "#94a3b8"
+PALETTE = ["#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#0ea5e9", "#84cc16", "#ec4899"]
+
+_STYLE = {
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#475569",
+    "axes.labelcolor": "#1e293b",
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "axes.grid": True,
+    "grid.color": "#e2e8f0",
+    "grid.linewidth": 0.8,
+    "axes.axisbelow": True,
+    "xtick.color": "#475569",
+    "ytick.color": "#475569",
+    "legend.frameon": False,
+    "figure.dpi": 110,
+    "savefig.bbox": "tight",
+    "savefig.facecolor": "white",
+}
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _styled(func):
+    """Draw and save inside the house style without touching the caller's global rcParams."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with plt.rc_context(_STYLE):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _fig(width: float = 7.0, height: float = 3.2):
+    return plt.subplots(figsize=(width, height))
+
+
+def _short(text, n: int = 28) -> str:
+    s = str(text)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+@_styled
+def afr_bars(df: pl.DataFrame, by: str, fleet_pct: float | None = None) -> str:
+    """Horizontal AFR bars per group with exact-interval whiskers and the fleet rate."""
+    df = df.sort("afr_pct", descending=False, nulls_last=False).tail(20)
+    labels = [_short(v) for v in df[by]]
+    rate = df["afr_pct"].fill_null(0).to_list()
+    low = df["afr_ci_low_pct"].fill_null(0).to_list()
+    high = df["afr_ci_high_pct"].fill_null(float("nan")).to_list()
+    fig, ax = _fig(7.0, max(1.6, 0.38 * len(labels) + 0.9))
+    y = range(len(labels))
+    ax.barh(y, rate, color=ACCENT, alpha=0.85, height=0.55, label="AFR")
+    err = [[max(r - lo, 0) for r, lo in zip(rate, low)],
+           [max(h - r, 0) if not math.isnan(h) else 0 for r, h in zip(rate, high)]]
+    ax.errorbar(rate, list(y), xerr=err, fmt="none", ecolor="#1e293b", elinewidth=1.1, capsize=3,
+                label="95% interval")
+    if fleet_pct is not None and fleet_pct == fleet_pct:
+        ax.axvline(fleet_pct, color=WARN, linestyle="--", linewidth=1, label=f"fleet {fleet_pct:.1f}%")
+    ax.set_yticks(list(y), labels)
+    ax.set_xlabel("Annualized failure rate (% per GPU-year)")
+    ax.set_title(f"AFR by {by}")
+    ax.grid(axis="y", visible=False)
+    ax.set_xlim(left=0)
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)
+
+
+@_styled
+def survival_curves(df: pl.DataFrame, by: str) -> str:
+    """Kaplan-Meier step curves per group with shaded intervals."""
+    fig, ax = _fig(7.0, 3.4)
+    for i, ((group,), part) in enumerate(sorted(df.group_by([by]), key=lambda g: str(g[0][0]))):
+        part = part.sort("t_days")
+        c = PALETTE[i % len(PALETTE)]
+        t = part["t_days"].to_list()
+        ax.step(t, part["survival"].to_list(), where="post", color=c, linewidth=1.6, label=_short(group, 24))
+        ax.fill_between(t, part["ci_low"].fill_null(float("nan")).to_list(),
+                        part["ci_high"].fill_null(float("nan")).to_list(), step="post", color=c, alpha=0.12)
+    ax.set_xlabel("Age (days since installation)")
+    ax.set_ylabel("Share still in service")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    lo = min(0.9, float(df["ci_low"].drop_nulls().min() or 0.9)) if df.height else 0.9
+    ax.set_ylim(max(0.0, lo - 0.02), 1.005)
+    ax.set_title(f"Survival by {by} (Kaplan–Meier, 95% band)")
+    ax.legend(loc="lower left", fontsize=8)
+    return _png(fig)
+
+
+@_styled
+def pareto_chart(df: pl.DataFrame, top: int = 12) -> str:
+    """Failure-mode Pareto: bars of tickets per part x symptom, cumulative share line."""
+    df = df.head(top)
+    labels = [f"{_short(p, 14)}\n{_short(s, 14)}".replace("_", " ") for p, s in zip(df["part_code"], df["symptom_code"])]
+    fig, ax = _fig(max(5.0, min(10.0, 0.85 * len(labels) + 1.5)), 3.4)
+    x = range(len(labels))
+    ax.bar(x, df["tickets"].to_list(), color=ACCENT, alpha=0.85, width=0.6)
+    ax.set_xticks(list(x), labels, fontsize=7)
+    ax.set_ylabel("Tickets")
+    ax.grid(axis="x", visible=False)
+    ax2 = ax.twinx()
+    ax2.plot(list(x), df["cumulative_pct"].to_list(), color=WARN, marker="o", markersize=3, linewidth=1.3)
+    ax2.set_ylim(0, 105)
+    ax2.yaxis.set_major_formatter(PercentFormatter(100))
+    ax2.set_ylabel("Cumulative share")
+    ax2.grid(False)
+    ax2.spines["right"].set_visible(True)
+    ax.set_title("Failure modes (part / symptom), most frequent first")
+    return _png(fig)
+
+
+@_styled
+def xid_chart(df: pl.DataFrame) -> str:
+    """Top Xid codes per model as grouped horizontal bars (events)."""
+    models = sorted({str(m) for m in df["model"]})
+    fig, axes = plt.subplots(1, len(models), figsize=(min(3.2 * len(models), 10), 2.8), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        part = df.filter(pl.col("model") == model).sort("events")
+        labels = [f"{k} {x}" for k, x in zip(part["kind"], part["xid"])]
+        colors = [WARN if s == "critical" else ACCENT for s in part["severity"].fill_null("")]
+        ax.barh(range(part.height), part["events"].to_list(), color=colors, alpha=0.85)
+        ax.set_yticks(range(part.height), labels, fontsize=8)
+        ax.set_title(_short(model, 26), fontsize=9)
+        ax.set_xlabel("Events")
+        ax.grid(axis="y", visible=False)
+    fig.suptitle("Most frequent Xid/SXid codes per model (red: critical)", fontsize=10, fontweight="bold")
+    fig.tight_layout()
+    return _png(fig)
+
+
+@_styled
+def trend_chart(df: pl.DataFrame) -> str:
+    """Monthly failures (bars) with tickets and Xid events (lines)."""
+    fig, ax = _fig(7.0, 3.0)
+    months = [m.strftime("%Y-%m") if m is not None else "?" for m in df["month"]]
+    x = list(range(len(months)))
+    ax.bar(x, df["failures"].to_list(), color=WARN, alpha=0.8, label="GPU failures")
+    ax.set_ylabel("GPU failures per month")
+    step = max(1, len(months) // 12)
+    ax.set_xticks(x[::step], months[::step], rotation=30, ha="right", fontsize=8)
+    ax.grid(axis="x", visible=False)
+    ax2 = ax.twinx()
+    ax2.plot(x, df["tickets"].to_list(), color=ACCENT, marker="o", markersize=3, label="tickets")
+    ax2.plot(x, df["xid_events"].to_list(), color=MUTED, marker="s", markersize=3, label="Xid events")
+    ax2.set_ylabel("Tickets, Xid events per month")
+    ax2.grid(False)
+    ax2.spines["right"].set_visible(True)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8)
+    ax.set_title("Monthly trend (UTC months)", pad=24)
+    return _png(fig)
+
+
+@_styled
+def repair_chart(hours: pl.DataFrame) -> str:
+    """Histogram of repair times (hours, log scale)."""
+    import numpy as np
+
+    fig, ax = _fig(7.0, 2.8)
+    h = hours["hours"].drop_nulls().to_numpy()
+    h = h[h > 0]
+    if len(h):
+        bins = np.logspace(math.log10(max(h.min(), 0.1)), math.log10(max(h.max(), 1.0)) + 0.01, 25)
+        ax.hist(h, bins=bins, color=ACCENT, alpha=0.85, edgecolor="white")
+        ax.set_xscale("log")
+        ticks = [t for t in (0.5, 1, 2, 4, 8, 24, 48, 168, 336, 720, 2160) if bins[0] <= t <= bins[-1]]
+        ax.set_xticks(ticks, [f"{t:g} h" if t < 24 else f"{t / 24:g} d" for t in ticks])
+        ax.minorticks_off()
+        ax.axvline(float(np.median(h)), color=WARN, linestyle="--", linewidth=1,
+                   label=f"median {np.median(h):.1f} h")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("Time from ticket opened to closed (log scale; h = hours, d = days)")
+    ax.set_ylabel("Tickets")
+    ax.set_title("Repair times")
+    return _png(fig)
+
+
+@_styled
+def risk_chart(df: pl.DataFrame, top: int = 15) -> str:
+    """The highest-risk GPUs as horizontal bars of calibrated probability."""
+    part = df.sort("risk", descending=True).head(top).reverse()
+    labels = [_short(f"{s} ({h})", 34) for s, h in zip(part["serial"], part["host"].fill_null("?"))]
+    fig, ax = _fig(7.0, max(1.6, 0.3 * part.height + 0.9))
+    risk = part["risk"].to_list()
+    ax.barh(range(part.height), risk, color=[WARN if r >= 0.5 else ACCENT for r in risk], alpha=0.85)
+    ax.set_yticks(range(part.height), labels, fontsize=8)
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlim(0, max(0.05, min(1.0, max(risk) * 1.15)))
+    horizon = part["horizon_days"][0] if "horizon_days" in part.columns and part.height else "?"
+    ax.set_xlabel(f"Probability of replacement within {horizon} days")
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Highest predicted failure risk")
+    return _png(fig)

@@ -1,0 +1,54 @@
+"""The ``report`` stage of the nightly run: the deliverables people open.
+
+Reads: every warehouse table (see :mod:`pipeline.report.build`). Writes, in ``ctx.out_dir``:
+``report.html`` and ``report.xlsx`` (the procurement report and the tables behind its
+charts), ``predictions.csv`` and ``predictions.xlsx`` (the on-call team's list, formula
+cells neutralized) and ``fleetfault.prom`` (per-GPU risk and Xid counts for Prometheus).
+It is last in the run because it reads what every other stage wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.config import Config
+from pipeline.output import write_table
+from pipeline.report.build import build_report
+from pipeline.report.prometheus import write_textfile
+from pipeline.warehouse import Warehouse
+
+#: The contract's predicted-failure columns.
+PREDICT_COLUMNS = ["rank", "serial", "host", "pci_bus_id", "model", "risk", "horizon_days", "top_factors"]
+
+
+def prediction_list(wh: Warehouse) -> pl.DataFrame:
+    """The latest predicted-failure list with the contract's columns (empty before a model ran)."""
+    cols = ", ".join(f'"{c}"' for c in PREDICT_COLUMNS)
+    return wh.pl(
+        f"SELECT {cols} FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank",
+        step="report: prediction list",
+    )
+
+
+def write_outputs(wh: Warehouse, cfg: Config, out_dir: str | Path) -> dict[str, Path]:
+    """Write every deliverable into ``out_dir``; returns name -> path."""
+    out = Path(out_dir)
+    report = build_report(wh, cfg)
+    html, book = report.write(out / "report.html")
+    preds = prediction_list(wh)
+    return {
+        "report": html,
+        "workbook": book,
+        "predictions_csv": write_table(preds, out / "predictions.csv"),
+        "predictions_xlsx": write_table(preds, out / "predictions.xlsx"),
+        "prometheus": write_textfile(wh, out / "fleetfault.prom"),
+    }
+
+
+def run(ctx) -> None:
+    """Stage entry point (see :mod:`pipeline.run`)."""
+    paths = write_outputs(ctx.wh, ctx.cfg, ctx.out_dir)
+    ctx.report("report").rows_out = len(paths)
+    ctx.note("report", f"report in {paths['report']}, predicted failures in {paths['predictions_csv']}")
