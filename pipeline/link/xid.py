@@ -1,0 +1,163 @@
+"""Derive ``xid_events``: each Xid/SXid event once, classified and linked to its GPU.
+
+Reads: ``xid_raw`` and ``gpu_map`` (per-file, from :mod:`pipeline.ingest.xid`), ``gpu_days``
+(telemetry: host + pci_bus_id on a day), ``inventory`` and the Xid catalog.
+Writes: ``xid_events`` (replaced on every run: it is a pure function of its inputs).
+
+The same event is seen in several files when a host keeps dmesg and syslog, or when rotated
+files overlap. Lines are the same event when host, kind, PCI id, code and message agree and
+so does the time: the kernel uptime to the millisecond where the line carried one, else the
+wall clock to the second; a line with only a wall clock also joins an uptime-keyed event
+within 2 s. Within one file two lines are never one event (a burst of identical Xids is
+kept), except the codeless "fallen off the bus" message, which joins an Xid 79 of the same
+GPU within a minute. Linking order: the driver's own PCI -> serial map (same boot, else the
+latest before the event), telemetry (host + pci_bus_id that UTC day), then the inventory
+(the slot telemetry gives that PCI id, the GPU installed there at the time).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.ingest.xid_catalog import load_catalog
+
+#: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
+_DEDUPE = """
+WITH r AS (
+    SELECT *,
+        CASE WHEN uptime_s IS NOT NULL THEN 'u' || CAST(round(uptime_s * 1000) AS BIGINT)
+             WHEN ts IS NOT NULL THEN 't' || CAST(epoch(date_trunc('second', ts)) AS BIGINT)
+             ELSE 'l' || file_id || ':' || line_no END AS tkey
+    FROM {raw}
+), k AS (
+    SELECT *, row_number() OVER (
+        PARTITION BY file_id, host, kind, pci_bus_id, xid, message, tkey ORDER BY line_no) AS occ
+    FROM r
+), keyed AS (
+    SELECT *, md5(concat_ws('|', host, kind, coalesce(pci_bus_id, '-'), xid, coalesce(message, ''), tkey, occ)) AS eid
+    FROM k
+), ts_only AS (  -- a line with a wall clock only joins an uptime-keyed event within 2 s
+    SELECT a.file_id, a.line_no, b.eid AS target,
+        row_number() OVER (PARTITION BY a.file_id, a.line_no
+                           ORDER BY abs(epoch(a.ts) - epoch(b.ts)), b.eid) AS rn
+    FROM keyed a JOIN keyed b
+      ON a.uptime_s IS NULL AND a.ts IS NOT NULL AND b.uptime_s IS NOT NULL AND b.ts IS NOT NULL
+     AND a.file_id <> b.file_id AND a.host = b.host AND a.kind = b.kind AND a.xid = b.xid
+     AND a.pci_bus_id IS NOT DISTINCT FROM b.pci_bus_id AND a.message IS NOT DISTINCT FROM b.message
+     AND b.ts BETWEEN a.ts - INTERVAL 2 SECOND AND a.ts + INTERVAL 2 SECOND
+), ids AS (
+    SELECT keyed.*, coalesce(t.target, keyed.eid) AS event_id
+    FROM keyed LEFT JOIN ts_only t ON t.rn = 1 AND t.file_id = keyed.file_id AND t.line_no = keyed.line_no
+), fell AS (  -- the codeless fallen-off message next to an Xid 79 of the same GPU is that event
+    SELECT DISTINCT f.event_id
+    FROM ids f JOIN ids x
+      ON f.shape = 'fallen_off_bus' AND x.shape = 'line' AND x.kind = 'Xid' AND x.xid = 79
+     AND f.host = x.host AND f.pci_bus_id = x.pci_bus_id
+     AND ((f.ts IS NOT NULL AND x.ts IS NOT NULL AND abs(epoch(f.ts) - epoch(x.ts)) <= 60)
+       OR (f.file_id = x.file_id AND f.boot_seg = x.boot_seg AND abs(f.uptime_s - x.uptime_s) <= 60))
+)
+SELECT event_id,
+    arg_min(ts, CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END) AS ts,
+    max(uptime_s) AS uptime_s,
+    arg_min(host, file_id * 1e9 + line_no) AS host,
+    arg_min(pci_bus_id, file_id * 1e9 + line_no) AS pci_bus_id,
+    arg_min(kind, file_id * 1e9 + line_no) AS kind,
+    arg_min(xid, file_id * 1e9 + line_no) AS xid,
+    max(pid) AS pid, max(process) AS process,
+    arg_min(message, file_id * 1e9 + line_no) AS message,
+    arg_min(source_file, file_id * 1e9 + line_no) AS source_file,
+    min(file_id * 1e9 + line_no) AS first_seen,
+    arg_min(line_no, file_id * 1e9 + line_no) AS line_no,
+    arg_min(file_id, file_id * 1e9 + line_no) AS file_id,
+    arg_min(boot_seg, file_id * 1e9 + line_no) AS boot_seg,
+    max(gpu_instance) AS gpu_instance, bool_or(fatal) AS fatal, max(subcode) AS subcode,
+    max(recovery_action) AS recovery_action,
+    CAST(count(*) AS INTEGER) AS copies
+FROM ids
+WHERE event_id NOT IN (SELECT event_id FROM fell)
+GROUP BY event_id
+"""
+
+_LINK = """
+WITH e AS (SELECT * FROM _xid_dedup),
+bm AS (
+    SELECT e.event_id, m.serial, m.uuid, row_number() OVER (
+        PARTITION BY e.event_id
+        ORDER BY (m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg) DESC,
+                 CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs(epoch(e.ts) - epoch(m.ts)) END NULLS LAST,
+                 m.file_id DESC, m.line_no DESC) AS rn
+    FROM e JOIN gpu_map m ON m.host = e.host AND m.pci_bus_id = e.pci_bus_id
+     AND (m.serial IS NOT NULL OR m.uuid IS NOT NULL)
+     AND ((m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg)
+       OR (e.ts IS NOT NULL AND m.ts IS NOT NULL AND m.ts <= e.ts + INTERVAL 10 MINUTE))
+),
+by_uuid AS (SELECT uuid, any_value(serial) AS serial FROM gpu_days
+            WHERE uuid IS NOT NULL AND serial IS NOT NULL GROUP BY uuid),
+tel AS (
+    SELECT e.event_id, any_value(g.serial) AS serial, any_value(g.uuid) AS uuid
+    FROM e JOIN gpu_days g ON g.host = e.host AND g.pci_bus_id = e.pci_bus_id AND g.day = CAST(e.ts AS DATE)
+    WHERE g.serial IS NOT NULL GROUP BY e.event_id
+),
+slot AS (SELECT host, pci_bus_id, mode(gpu_index) AS gpu_index FROM gpu_days
+         WHERE gpu_index IS NOT NULL AND pci_bus_id IS NOT NULL GROUP BY host, pci_bus_id),
+inv AS (
+    SELECT e.event_id, i.serial, row_number() OVER (PARTITION BY e.event_id ORDER BY i.installed_at DESC NULLS LAST) AS rn
+    FROM e JOIN slot s ON s.host = e.host AND s.pci_bus_id = e.pci_bus_id
+           JOIN inventory i ON i.host = e.host AND i.slot = s.gpu_index
+    WHERE (e.ts IS NULL AND i.removed_at IS NULL)
+       OR (e.ts IS NOT NULL AND (i.installed_at IS NULL OR i.installed_at <= e.ts)
+           AND (i.removed_at IS NULL OR i.removed_at > e.ts))
+),
+linked AS (
+    SELECT e.*,
+        upper(trim(coalesce(bm.serial, bu.serial, tel.serial, inv.serial))) AS serial,
+        coalesce(bm.uuid, tel.uuid) AS uuid,
+        CASE WHEN coalesce(bm.serial, bu.serial) IS NOT NULL THEN 'boot_map'
+             WHEN tel.serial IS NOT NULL THEN 'telemetry'
+             WHEN inv.serial IS NOT NULL THEN 'inventory' END AS link_method
+    FROM e
+    LEFT JOIN bm ON bm.event_id = e.event_id AND bm.rn = 1
+    LEFT JOIN by_uuid bu ON bu.uuid = bm.uuid AND bm.serial IS NULL
+    LEFT JOIN tel ON tel.event_id = e.event_id
+    LEFT JOIN inv ON inv.event_id = e.event_id AND inv.rn = 1
+)
+SELECT l.event_id, l.ts, l.uptime_s, l.host, l.pci_bus_id, l.kind, l.xid, l.pid, l.process, l.message,
+    l.source_file, l.line_no, nullif(l.serial, '') AS serial, l.uuid, l.link_method,
+    coalesce(c.severity, 'unknown') AS severity, c.symptom_code, c.hardware,
+    l.gpu_instance, l.fatal, l.subcode, l.recovery_action, c.mnemonic, c.action, l.copies
+FROM linked l
+LEFT JOIN _xid_catalog c ON c.kind = l.kind AND l.xid BETWEEN c.code_lo AND c.code_hi
+"""
+
+
+def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
+    """De-duplicate parsed events held in a frame (``parse xid``, no warehouse needed).
+
+    ``raw`` has the ``xid_raw`` columns. Returns one row per event, ordered by host and time.
+    """
+    con = duckdb.connect()
+    try:
+        con.register("xid_raw_frame", raw)
+        out = con.sql(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen").pl()
+    finally:
+        con.close()
+    return out
+
+
+def derive_xid_events(wh) -> int:
+    """Rebuild ``xid_events`` from ``xid_raw``, ``gpu_map``, ``gpu_days`` and ``inventory``.
+
+    Returns the number of events.
+    """
+    cat = load_catalog().drop("causes")
+    wh.con.register("_xid_catalog", cat)
+    try:
+        with wh.transaction():
+            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="xid_raw"), step="xid: de-duplicate events")
+            wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
+            wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
+            wh.sql("DROP TABLE _xid_dedup", step="xid: drop temp")
+    finally:
+        wh.con.unregister("_xid_catalog")
+    return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")
