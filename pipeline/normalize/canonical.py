@@ -1,0 +1,114 @@
+"""Canonical ticket text: the one form both ticket text and taxonomy aliases are matched in.
+
+Technicians write the same thing many ways: full-width ``ＧＰＵ``, ``GPU#3``, ``Xid: 79``,
+traditional or simplified Chinese, serial numbers and model names in the middle of the
+sentence, "customer reports ..." in front. :func:`canonical` removes what carries no
+meaning for coding (serials, slot numbers, model names, boilerplate, punctuation, case) and
+keeps what does (words, Chinese characters, Xid numbers, PCIe widths like ``x8``).
+
+It is idempotent: ``canonical(canonical(t)) == canonical(t)``, so a stored canonical text
+and a fresh one always compare equal.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["canonical", "is_cjk"]
+
+# Traditional -> simplified for the characters that occur in hardware tickets; aliases are
+# canonicalized the same way, so either script matches either.
+_TRAD = "顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對"
+_SIMP = "显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对"
+assert len(_TRAD) == len(_SIMP)
+_TRAD_MAP = str.maketrans(_TRAD, _SIMP)
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RE = re.compile(f"[{_CJK}]")
+
+_XID = re.compile(r"(?<![a-z0-9])(s?)xid\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])")
+_SXID_BARE = re.compile(r"(?<![a-z0-9])sxid(?![a-z])\d*")
+_PCI = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b")
+_SERIAL_TAG = re.compile(r"(?:\bs/?n\b|\bserial(?:\s*(?:no|number|#))?\b|序列号|序号|sn号)\s*[:：#=]?\s*[a-z0-9\-]*")
+_SLOT = re.compile(r"(?:\bslot|\bbay|\bindex|\bidx|槽位|卡槽|插槽|位置|编号)\s*[:#=]?\s*\d+|第\s*\d+\s*[张块个号位槽片]?|\d+\s*号|#\s*\d+")
+_BOILER = re.compile(
+    r"customers? (?:report(?:s|ed)?|says?|said|complain(?:s|ed)?|states?)|cust(?:omer)? reports?|"
+    r"reported by (?:the )?(?:customer|user)|per (?:the )?customer|users? report(?:s|ed)?|"
+    r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
+    r"客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
+    r"故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|"
+    r"客戶反饋|客戶反映|用戶反饋"
+)
+_NOT_WORD = re.compile(f"[^a-z0-9{_CJK}]+")
+_ASCII_CJK = re.compile(f"(?<=[a-z0-9])(?=[{_CJK}])|(?<=[{_CJK}])(?=[a-z0-9])")
+_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+_KEEP_DIGIT_TOKEN = re.compile(r"xid\d{1,3}|x\d{1,2}")
+_WORD_SLOT = re.compile(r"([a-z]{2,})\d{1,2}")
+_STOP = frozenset(
+    "the a an is are was were been be has have had please pls plz kindly thanks thx also again "
+    "then tesla hopper ampere blackwell volta geforce quadro rtx nvidia's".split()
+)
+_CJK_STOP = re.compile("[了的已请]")
+
+
+def is_cjk(text: str) -> bool:
+    """True when ``text`` contains a Chinese character."""
+    return bool(_CJK_RE.search(text))
+
+
+def _once(text: str) -> str:
+    t = unicodedata.normalize("NFKC", text).casefold().translate(_TRAD_MAP)
+    t = _XID.sub(lambda m: f" {'sxid' if m.group(1) else 'xid' + m.group(2)} ", t)
+    t = _SXID_BARE.sub(" sxid ", t)
+    t = _PCI.sub(" ", t)
+    t = _SERIAL_TAG.sub(" ", t)
+    t = _SLOT.sub(" ", t)
+    t = _BOILER.sub(" ", t)
+    t = _CJK_STOP.sub("", t)
+    t = _NOT_WORD.sub(" ", t)
+    t = _ASCII_CJK.sub(" ", t)
+    words = []
+    for w in t.split():
+        if any(c.isdigit() for c in w) and not _CJK_RE.search(w):
+            if _KEEP_DIGIT_TOKEN.fullmatch(w):
+                words.append(w)
+            elif m := _WORD_SLOT.fullmatch(w):
+                words.append(m.group(1))  # gpu3, psu2, sxm5: the word without its number
+            continue  # serials, model names (h100, a800, l40s), bare numbers
+        if w not in _STOP:
+            words.append(w)
+    return _CJK_SPACE.sub("", " ".join(words))
+
+
+def canonical(text: str | None) -> str:
+    """The canonical form of a ticket text (``""`` for None or text with no content).
+
+    Parameters
+    ----------
+    text : str or None
+        Free text from a ticket field or a taxonomy alias.
+
+    Returns
+    -------
+    str
+        Lower case, half-width, simplified Chinese, words separated by single spaces, no
+        space between Chinese characters; serials, slot numbers, model names and
+        boilerplate removed; ``Xid 79`` as ``xid79``.
+
+    Examples
+    --------
+    >>> canonical("Customer reports: ＧＰＵ#3 (SN 1652345678901) fell off the bus, XID: 79")
+    'gpu fell off bus xid79'
+    >>> canonical("客户反馈 H100 顯卡 掉卡了")
+    '显卡掉卡'
+    """
+    if text is None:
+        return ""
+    t = str(text)
+    for _ in range(8):  # each pass only removes; a fixpoint makes it idempotent
+        nxt = _once(t)
+        if nxt == t:
+            break
+        t = nxt
+    return t

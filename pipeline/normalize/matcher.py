@@ -1,0 +1,260 @@
+"""The matcher: ticket text to part, symptom and action codes, with a score and a review flag.
+
+Reads a ticket frame's ``part_text``, ``symptom_text`` and ``action_text``; writes the codes
+and scores of the ``normalize`` contract. Each field is coded in its own dimension first
+(exact alias, alias named inside the text, Xid numbers, fuzzy); a field that says nothing
+confident is then filled from the other fields: a part named in the symptom or action text
+(显存 ECC -> GPU, "replaced PSU" -> PSU, NFF -> NONE), a part the symptom implies (掉卡 ->
+GPU), an action written in the symptom field (重新插拔后恢复 -> RESEAT). A code whose score is
+below ``normalize.auto_threshold`` is left empty and the ticket goes to review; answers
+from review (``learned``) code that text, and near variants of it, from then on.
+
+:meth:`Matcher.code_frame` canonicalizes and matches each distinct text once (fuzzy step in
+one ``rapidfuzz.process.cdist`` call) and joins the codes back; :meth:`Matcher.match_row`
+does the same for one ticket and is the row-by-row baseline of ``bench/bench_normalize.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import polars as pl
+from rapidfuzz import fuzz, process
+
+from pipeline.errors import UsageError
+from pipeline.normalize._index import EMPTY, AliasIndex, Match
+from pipeline.normalize.canonical import canonical
+from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
+
+if TYPE_CHECKING:
+    from pipeline.config import Config
+
+__all__ = ["DIMENSIONS", "Coded", "Matcher", "OUTPUT_COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+OUTPUT_COLUMNS = ("part_code", "part_score", "symptom_code", "symptom_score",
+                  "action_code", "action_score", "review")
+LEARNED_NEAR = 90.0  # a text this close (rapidfuzz ratio) to a reviewed one takes its code
+S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+
+
+@dataclass(frozen=True, slots=True)
+class Coded:
+    """The codes of one ticket (a code is None when it scored below the threshold)."""
+
+    part_code: str | None
+    part_score: float
+    symptom_code: str | None
+    symptom_score: float
+    action_code: str | None
+    action_score: float
+    review: bool
+
+
+class Matcher:
+    """Codes ticket texts to the taxonomy.
+
+    Parameters
+    ----------
+    taxonomy : Taxonomy
+    threshold : float
+        Scores at or above are coded automatically (``normalize.auto_threshold``).
+    learned : iterable of (dimension, text, code)
+        Reviewed answers.
+
+    Examples
+    --------
+    >>> m = Matcher.load()
+    >>> m.match_row("显卡", "掉卡, Xid 79", "重新插拔后恢复").action_code
+    'RESEAT'
+    """
+
+    def __init__(self, taxonomy: Taxonomy, threshold: float = 85.0,
+                 learned: Iterable[tuple[str, str, str]] = ()):
+        self.taxonomy = taxonomy
+        self.threshold = float(threshold)
+        self.index = {d: AliasIndex(taxonomy, d) for d in DIMENSIONS}
+        self._learned: dict[str, dict[str, str]] = {d: {} for d in DIMENSIONS}
+        self._learned_keys: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
+        self.learn(learned)
+
+    @classmethod
+    def load(cls, cfg: Config | None = None, learned: Iterable[tuple[str, str, str]] = ()) -> Matcher:
+        """The matcher the config asks for: its taxonomy (bundled, replaced or extended)
+        and threshold, plus reviewed answers."""
+        if cfg is None:
+            return cls(load_taxonomy(), 85.0, learned)
+        n = cfg.normalize
+        path = cfg.resolve(n.taxonomy) if n.taxonomy else None
+        extra = cfg.resolve(n.extra_aliases) if n.extra_aliases else None
+        return cls(load_taxonomy(path, extra), n.auto_threshold, learned)
+
+    def learn(self, learned: Iterable[tuple[str, str, str]]) -> None:
+        """Add reviewed answers: ``(dimension, text, code)``; that text (and near variants)
+        is coded ``code`` from now on. The latest answer for a text wins."""
+        bad = []
+        for dimension, text, code in learned:
+            if dimension not in DIMENSIONS or code not in self.taxonomy.codes[dimension]:
+                bad.append(f"{dimension}:{code}")
+                continue
+            key = canonical(text)
+            if key:
+                self._learned[dimension][key] = code
+        if bad:
+            raise UsageError(f"reviewed answers name unknown codes: {', '.join(sorted(set(bad)))}; "
+                             f"allowed: " + "; ".join(f"{d}: {', '.join(self.taxonomy.codes[d])}" for d in DIMENSIONS))
+        self._learned_keys = {d: list(v) for d, v in self._learned.items()}
+
+    # -- one text / one ticket ----------------------------------------------------------
+    def match_text(self, dimension: str, text: str | None) -> Match:
+        """The code of one raw text in one dimension, before context from other fields."""
+        return self._match(dimension, canonical(text))
+
+    def _match(self, dimension: str, key: str) -> Match:
+        learned = self._learned[dimension]
+        if key in learned:
+            return Match(learned[key], 100.0, "learned")
+        own = self.index[dimension].match(key)
+        if learned and key and (own.code is None or own.score < self.threshold):
+            hit = process.extractOne(key, self._learned_keys[dimension], scorer=fuzz.ratio,
+                                     score_cutoff=LEARNED_NEAR)
+            if hit is not None:
+                return Match(learned[hit[0]], round(float(hit[1]), 1), "learned")
+        return own
+
+    def match_row(self, part_text: str | None, symptom_text: str | None, action_text: str | None) -> Coded:
+        """Code one ticket, text by text (the row-by-row path)."""
+        keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
+        return self._resolve(keys, lambda d, k: self._match(d, k))
+
+    def code_rows(self, df: pl.DataFrame) -> pl.DataFrame:
+        """:meth:`code_frame` done one row at a time (the benchmark's baseline)."""
+        _check(df)
+        rows = [self.match_row(p, s, a) for p, s, a in
+                zip(df["part_text"], df["symptom_text"], df["action_text"])]
+        return _attach(df, pl.DataFrame([_as_row(c) for c in rows], schema=_SCHEMA, orient="row"))
+
+    # -- a whole frame -------------------------------------------------------------------
+    def code_frame(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Code every ticket of a frame.
+
+        Parameters
+        ----------
+        df : polars.DataFrame
+            With ``part_text``, ``symptom_text``, ``action_text`` (nullable strings) and any
+            other columns, which are kept.
+
+        Returns
+        -------
+        polars.DataFrame
+            The same rows plus ``part_code, part_score, symptom_code, symptom_score,
+            action_code, action_score, review``.
+        """
+        _check(df)
+        cols = [f"{d}_text" for d in DIMENSIONS]
+        texts = df.select([pl.col(c).cast(pl.Utf8).fill_null("") for c in cols])
+        raw = pl.concat([texts[c] for c in cols]).unique().to_list()
+        canon = [canonical(t) for t in raw]
+        keys = texts.select([pl.col(c).replace_strict(raw, canon, default="", return_dtype=pl.Utf8)
+                             .alias(f"_{d}") for c, d in zip(cols, DIMENSIONS)])
+        distinct = sorted(set(canon))
+        found: dict[tuple[str, str], Match] = {}
+        for d in DIMENSIONS:
+            for key, m in zip(distinct, self._match_many(d, distinct)):
+                found[(d, key)] = m
+        triples = keys.unique()
+        coded = [self._resolve(t, lambda d, k: found[(d, k)]) for t in triples.iter_rows()]
+        table = pl.concat([triples, pl.DataFrame([_as_row(c) for c in coded], schema=_SCHEMA, orient="row")],
+                          how="horizontal")
+        joined = keys.join(table, on=list(keys.columns), how="left", maintain_order="left", nulls_equal=True)
+        log.info("coded %d tickets from %d distinct texts, %d distinct combinations",
+                 df.height, len(distinct), triples.height)
+        return _attach(df, joined.select(_SCHEMA.keys()))
+
+    def _match_many(self, dimension: str, keys: list[str]) -> list[Match]:
+        """:meth:`_match` for many canonical texts at once."""
+        learned = self._learned[dimension]
+        out = self.index[dimension].match_many(keys)
+        out = [Match(learned[k], 100.0, "learned") if k in learned else m for k, m in zip(keys, out)]
+        if not learned:
+            return out
+        todo = [i for i, (k, m) in enumerate(zip(keys, out))
+                if k and m.how != "learned" and (m.code is None or m.score < self.threshold)]
+        if todo:
+            choices = self._learned_keys[dimension]
+            scores = process.cdist([keys[i] for i in todo], choices, scorer=fuzz.ratio,
+                                   score_cutoff=LEARNED_NEAR, dtype=np.float64, workers=1)
+            for row, i in enumerate(todo):
+                j = int(scores[row].argmax())
+                if scores[row, j] >= LEARNED_NEAR:
+                    out[i] = Match(learned[choices[j]], round(float(scores[row, j]), 1), "learned")
+        return out
+
+    # -- context across fields -----------------------------------------------------------
+    def _resolve(self, keys: tuple[str, str, str], get) -> Coded:
+        part_key, symptom_key, action_key = keys
+        thr = self.threshold
+        symptom = _fill(get("symptom", symptom_key),
+                        [get("symptom", action_key), get("symptom", part_key)], thr, S_CONTEXT)
+        action = _fill(get("action", action_key),
+                       [get("action", symptom_key), get("action", part_key)], thr, S_CONTEXT)
+        hints = [get("part", symptom_key), get("part", action_key)]
+        implied = self.taxonomy.implies_part.get(symptom.code or "") if symptom.score >= thr else None
+        if implied:
+            hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
+        part = _fill(get("part", part_key), hints, thr, S_CONTEXT)
+        p, s, a = (m.code if m.code and m.score >= thr else None for m in (part, symptom, action))
+        return Coded(p, part.score, s, symptom.score, a, action.score, p is None or s is None or a is None)
+
+    def suggest(self, dimension: str, text: str, k: int = 3) -> list[tuple[str, float]]:
+        """The ``k`` most likely codes for a text, best first, for a person to choose from.
+
+        >>> Matcher.load().suggest("part", "graphics crad")[0][0]
+        'GPU'
+        """
+        if dimension not in DIMENSIONS:
+            raise UsageError(f"dimension {dimension!r}: choose one of {', '.join(DIMENSIONS)}")
+        key = canonical(text)
+        first = self._match(dimension, key)
+        out = [(first.code, first.score)] if first.code else []
+        for code, s in self.index[dimension].suggest(key, k + 1):
+            if code not in {c for c, _ in out}:
+                out.append((code, s))
+        return out[:k]
+
+
+def _fill(own: Match, hints: list[Match], thr: float, cap: float) -> Match:
+    """Own result when confident, else the first confident hint from other fields."""
+    if own.code is not None and own.score >= thr:
+        return own
+    for h in hints:
+        if h.code is not None and h.score >= thr:
+            if own.code is not None and own.code != h.code:
+                return own  # the field says something else, if weakly: a person decides
+            score = max(min(h.score, cap), S_AGREE) if own.code == h.code else min(h.score, cap)
+            return Match(h.code, score, "context")
+    return own if own.how != "empty" else EMPTY
+
+
+_SCHEMA = {"part_code": pl.Utf8, "part_score": pl.Float64, "symptom_code": pl.Utf8,
+           "symptom_score": pl.Float64, "action_code": pl.Utf8, "action_score": pl.Float64,
+           "review": pl.Boolean}
+
+
+def _as_row(c: Coded) -> tuple:
+    return (c.part_code, c.part_score, c.symptom_code, c.symptom_score, c.action_code, c.action_score, c.review)
+
+
+def _check(df: pl.DataFrame) -> None:
+    missing = [f"{d}_text" for d in DIMENSIONS if f"{d}_text" not in df.columns]
+    if missing:
+        raise UsageError(f"ticket frame lacks {', '.join(missing)} (has: {', '.join(df.columns)})")
+
+
+def _attach(df: pl.DataFrame, coded: pl.DataFrame) -> pl.DataFrame:
+    """``df`` without any earlier codes, with ``coded`` beside it (coding twice = once)."""
+    return pl.concat([df.drop([c for c in OUTPUT_COLUMNS if c in df.columns]), coded], how="horizontal")
