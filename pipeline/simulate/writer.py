@@ -1,0 +1,89 @@
+"""``simulate``: a simulated fleet written in the input layout of the contract.
+
+Reads nothing; writes ``OUT/inventory.csv``, ``OUT/telemetry/<host>/``, ``OUT/kernel/<host>/``,
+``OUT/tickets/<point>/`` and ``OUT/truth/``. Hosts are written one at a time (telemetry, then
+kernel log), so memory is bounded by the history of the fleet (small) plus one host-day of
+samples, whatever ``gpus`` and ``days`` are.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.simulate import truth
+from pipeline.simulate.fleet import SITE_BY_NAME
+from pipeline.simulate.kernel import boot_times, write_host_kernel
+from pipeline.simulate.process import DEFAULT_START, FleetSim, simulate_fleet
+from pipeline.simulate.styles import host_style
+from pipeline.simulate.telemetry import write_host_telemetry
+from pipeline.simulate.tickets import write_tickets
+
+log = logging.getLogger(__name__)
+
+LAYOUT = ("inventory.csv", "telemetry", "kernel", "tickets", "truth")
+
+
+def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: float = 300.0,
+             start: datetime = DEFAULT_START, accel: float = 1.0,
+             on_host: Callable[[str, int, int], None] | None = None) -> FleetSim:
+    """Simulate a fleet and write it in the input layout with its ground truth.
+
+    Parameters
+    ----------
+    gpus, days, seed, start, accel
+        As in :func:`~pipeline.simulate.process.simulate_fleet`.
+    out : path
+        Output folder; the layout's files and folders in it are replaced.
+    interval : float
+        Seconds between nvidia-smi samples.
+    on_host : callable, optional
+        Called with (host name, hosts done, hosts in all) after each host is written.
+
+    Returns
+    -------
+    FleetSim
+    """
+    if interval < 1:
+        raise ValueError(f"interval must be at least 1 second, got {interval}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in LAYOUT:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    sim = simulate_fleet(gpus, days, seed, start=start, accel=accel)
+    truth.write_csv(out / "inventory.csv", truth.INVENTORY_COLUMNS, sim.gpus)
+    styles = {h.name: host_style(h) for h in sim.hosts}
+    effects: dict[int, list] = {}
+    for e in sim.effects:
+        effects.setdefault(e.host, []).append(e)
+    kevents: dict[int, list] = {}
+    for k in sim.kernel_events:
+        kevents.setdefault(k.host, []).append(k)
+    reboots: dict[int, list] = {}
+    for hi, t, clean in sim.reboots:
+        reboots.setdefault(hi, []).append((t, clean))
+    boots = {}
+    for done, h in enumerate(sim.hosts, start=1):
+        tz = SITE_BY_NAME[h.site].tz
+        st = styles[h.name]
+        write_host_telemetry(sim, h, st, out / "telemetry", interval, effects.get(h.index, []),
+                             reboots.get(h.index, []), tz)
+        write_host_kernel(sim, h, st, out / "kernel", kevents.get(h.index, []), reboots.get(h.index, []), tz)
+        boots[h.name] = boot_times(sim, h, reboots.get(h.index, []))
+        if on_host:
+            on_host(h.name, done, len(sim.hosts))
+    new_serials = {f["serial"]: f["new_serial"] for f in sim.failure_rows}
+    ticket_rows = write_tickets(sim, out / "tickets", new_serials)
+    params = {"gpus": gpus, "days": days, "seed": seed, "interval_s": interval}
+    truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
+    truth.write_boots(sim, out / "truth", boots)
+    log.info("simulated %d hosts, %d failures, %d tickets into %s", len(sim.hosts), len(sim.failure_rows),
+             len(ticket_rows), out)
+    return sim
