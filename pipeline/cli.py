@@ -44,6 +44,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.report.commands",
     "pipeline.stats.commands",
     "pipeline.ingest.xid_commands",
+    "pipeline.simulate.commands",
 ]
 
 _GROUPS: dict[str, typer.Typer] = {}
