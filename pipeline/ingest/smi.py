@@ -1,0 +1,334 @@
+"""Ingest nvidia-smi ``--query-gpu ... --format=csv`` logs: clean samples and GPU facts.
+
+Reads: ``DATA/telemetry/<host>/*.csv[.gz]`` and the ``inventory`` table (a host's site, so
+its time zone; serials for GPUs whose telemetry lacks one). Writes: ``smi_hourly`` (per
+file, GPU and UTC hour), ``smi_headers`` (the field list each file ends with), the
+quarantine (every line that cannot be read, with file, line and reason), and
+``gpu_days``, recomputed from all hourly facts on every run.
+
+Telemetry is the bulk of the data, so the hot path is one streaming DuckDB pass per clean
+file (:mod:`pipeline.ingest.smi_read`); only files with problems are read line by line.
+``parse_smi_files`` gives the contract's clean per-sample table for ``fleetfault parse smi``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.ingest import smi_facts
+from pipeline.ingest.smi_fields import Field, bad_sql, clean_sql, header_fields, marker_sql, parse_fields
+from pipeline.ingest.smi_read import ExactRead, csv_source, first_line, read_exact, scratch
+from pipeline.timeutil import local_to_utc_expr
+from pipeline.warehouse import Loaded, Rejected
+
+log = logging.getLogger(__name__)
+
+STAGE = "smi"
+IDENTITY_COLUMNS = ["ts", "host", "gpu_index", "name", "serial", "uuid", "pci_bus_id"]
+_ROTATED = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+))?(?:\.gz)?$")
+
+
+# -- the clean per-sample table (fleetfault parse smi) ---------------------------------
+
+def parse_smi_files(
+    paths: Iterable[str | Path],
+    *,
+    host: str | None = None,
+    tz: str = "UTC",
+    fields: Sequence[str] | str | None = None,
+) -> tuple[pl.DataFrame, list[Rejected]]:
+    """nvidia-smi CSV logs to one clean table, and the lines that could not be read.
+
+    Parameters
+    ----------
+    paths
+        Log files (plain or gzip), read in the order given; a headerless file continues
+        the header last seen in an earlier file.
+    host
+        Host of every sample; default: each file's folder name. A ``hostname`` field in
+        the line wins over both.
+    tz
+        Zone of the timestamps (IANA name); they are returned as naive UTC.
+    fields
+        Query field names for headerless (``noheader``) files, e.g.
+        ``"timestamp,index,temperature.gpu"``.
+
+    Returns
+    -------
+    (frame, rejects)
+        ``frame`` has ``ts, host, gpu_index, name, serial, uuid, pci_bus_id`` and then one
+        column per other field (``memory.used [MiB]`` -> ``memory_used``, numbers in
+        nvidia-smi's default units, Yes/No/Enabled/Disabled/Active/Not Active as 1/0,
+        markers as null). Each rejected line's ``detail`` starts with its file.
+
+    Examples
+    --------
+    >>> df, bad = parse_smi_files(["gpu0.csv"], host="h1", tz="Asia/Shanghai")  # doctest: +SKIP
+    """
+    current = parse_fields(fields) if fields else None
+    frames: list[pl.DataFrame] = []
+    rejects: list[Rejected] = []
+    con = scratch()
+    try:
+        for p in paths:
+            p = Path(p)
+            h = host or p.resolve().parent.name
+            out = ExactRead()
+            for seg in read_exact(p, current, out):
+                df, bad = clean_segment(con, seg, h, tz)
+                frames.append(df)
+                out.rejects.extend(bad)
+            current = out.last_fields
+            rejects.extend(Rejected(r.line_no, r.reason, r.raw, f"{p}: {r.detail}") for r in out.rejects)
+    finally:
+        con.close()
+    frames = [f for f in frames if f.width]
+    if not frames:
+        empty = {"ts": pl.Datetime("us"), "host": pl.Utf8, "gpu_index": pl.Int32, "name": pl.Utf8,
+                 "serial": pl.Utf8, "uuid": pl.Utf8, "pci_bus_id": pl.Utf8}
+        return pl.DataFrame(schema=empty), rejects
+    return pl.concat(frames, how="diagonal_relaxed"), rejects
+
+
+def _reject_reason(field_name: str) -> str:
+    return {"timestamp": "bad_timestamp", "index": "bad_index"}.get(field_name, "bad_value")
+
+
+def _bad_rows(con: duckdb.DuckDBPyConnection, seg_fields: list[Field]) -> list[Rejected]:
+    rows = con.execute(smi_facts.reject_rows_sql(seg_fields, "seg")).fetchall()
+    return [Rejected(ln, _reject_reason(f), line, f"unreadable {f}") for ln, line, f in rows]
+
+
+def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[Rejected]]:
+    """Clean one segment's raw columns (DuckDB SQL); returns the frame and its bad rows."""
+    fields = seg.fields
+    con.register("seg", seg.frame)
+    try:
+        rejects = _bad_rows(con, fields)
+        auto = [i for i, f in enumerate(fields) if f.kind == "auto"]
+        numeric: set[int] = set()
+        if auto and seg.frame.height:
+            checks = ", ".join(
+                f"bool_and({marker_sql(f'trim(c{i})')} OR {clean_sql(fields[i], f'c{i}', as_kind='num')} IS NOT NULL)"
+                for i in auto
+            )
+            row = con.execute(f"SELECT {checks} FROM seg").fetchall()[0]
+            numeric = {i for i, ok in zip(auto, row) if ok}
+        by_name = {f.name: i for i, f in enumerate(fields)}
+        sel = {}
+        for col, src in (("ts", "timestamp"), ("gpu_index", "index"), ("name", "name"),
+                         ("serial", "serial"), ("uuid", "uuid"), ("pci_bus_id", "pci.bus_id")):
+            if src in by_name:
+                i = by_name[src]
+                sel[col] = clean_sql(fields[i], f"c{i}")
+            else:
+                sel[col] = {"ts": "NULL::TIMESTAMP", "gpu_index": "NULL::INTEGER"}.get(col, "NULL::VARCHAR")
+        host_sql = "'" + host.replace("'", "''") + "'"
+        if "hostname" in by_name:
+            i = by_name["hostname"]
+            host_sql = f"coalesce({clean_sql(fields[i], f'c{i}')}, {host_sql})"
+        sel["host"] = host_sql
+        taken = set(IDENTITY_COLUMNS)
+        for i, f in enumerate(fields):
+            if f.column in IDENTITY_COLUMNS or f.name == "hostname":
+                continue
+            col = f.column
+            k = 2
+            while col in taken:
+                col, k = f"{f.column}_{k}", k + 1
+            taken.add(col)
+            kind = ("num" if i in numeric else "text") if f.kind == "auto" else None
+            sel[col] = clean_sql(f, f"c{i}", as_kind=kind)
+        bad_parts = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
+        where = f"WHERE NOT ({' OR '.join(bad_parts)})" if bad_parts else ""
+        cols = ", ".join(f'{e} AS "{c}"' for c, e in sel.items())
+        df = con.sql(f"SELECT {cols} FROM seg {where} ORDER BY line_no").pl()
+    finally:
+        con.unregister("seg")
+    order = IDENTITY_COLUMNS + [c for c in df.columns if c not in IDENTITY_COLUMNS]
+    df = df.select(order).with_columns(
+        local_to_utc_expr(pl.col("ts").cast(pl.Datetime("us")), tz).alias("ts"),
+        pl.col("serial").str.to_uppercase(),
+    )
+    return _integral_to_int(df), rejects
+
+
+def _integral_to_int(df: pl.DataFrame) -> pl.DataFrame:
+    """Float columns holding only whole numbers (counts, 1/0 flags) become integers."""
+    casts = []
+    for c, t in df.schema.items():
+        if t == pl.Float64:
+            s = df[c].drop_nulls()
+            if s.len() and bool(((s % 1) == 0).all()) and bool((s.abs() < 2**53).all()):
+                casts.append(pl.col(c).cast(pl.Int64))
+    return df.with_columns(casts) if casts else df
+
+
+# -- hourly facts of one file (the stage's loader) --------------------------------------
+
+def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None) -> tuple[Loaded, list[Field] | None]:
+    """Hourly facts of one telemetry file, for :meth:`Warehouse.ingest_file`.
+
+    ``fields`` is the field list in force before the file's first line (the host's last
+    header, or the configured list). Returns the :class:`Loaded` and the field list in
+    force at the end of the file.
+    """
+    hf = header_fields(first_line(path))
+    con = scratch()
+    try:
+        fast = _fast_path(con, path, hf or fields, skip=1 if hf else 0) if (hf or fields) else None
+        if fast is not None:
+            hourly, n = fast
+            loaded = Loaded(rows_read=n, rows_loaded=n, rows_skipped=1 if hf else 0)
+            last = hf or fields
+        else:
+            out = ExactRead()
+            parts = []
+            for seg in read_exact(path, fields, out):
+                if "timestamp" not in [f.name for f in seg.fields]:
+                    out.rejects.extend(
+                        Rejected(ln, "no_timestamp", line, "the field list has no timestamp")
+                        for ln, line in seg.frame.select("line_no", "line").iter_rows()
+                    )
+                    continue
+                con.register("seg", seg.frame)
+                out.rejects.extend(_bad_rows(con, seg.fields))
+                parts.append(con.sql(smi_facts.hourly_sql(seg.fields, "seg", skip_headers=False)).pl())
+                con.unregister("seg")
+            hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
+            good = sum(int(p.filter(pl.col("_skip") == 0)["samples"].sum()) for p in parts)
+            loaded = Loaded(rows_read=out.rows_read, rows_loaded=good,
+                            rows_skipped=out.rows_skipped, rejects=out.rejects)
+            last = out.last_fields
+        frame = _finish(con, hourly, file_id, host, tz)
+    finally:
+        con.close()
+    headers = pl.DataFrame({"file_id": [file_id], "host": [host],
+                            "last_fields": [", ".join(_cell(f) for f in last) if last else None]})
+    loaded.tables = {"smi_hourly": frame, "smi_headers": headers}
+    return loaded, last
+
+
+def _cell(f: Field) -> str:
+    return f"{f.name} [{f.unit}]" if f.unit else f.name
+
+
+def _fast_path(con, path: Path, fields: list[Field], skip: int):
+    """(hourly rows, data rows) from one DuckDB pass, or None when the file is not clean."""
+    if "timestamp" not in [f.name for f in fields]:
+        return None
+    try:
+        rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip))).pl()
+        n_rejects = con.execute("SELECT count(*) FROM reject_errors").fetchall()[0][0]
+    except duckdb.Error as exc:
+        log.info("%s: fast path declined (%s); reading line by line", path, exc)
+        return None
+    if n_rejects or rows.filter(pl.col("_skip") != 0).height or rows.filter(pl.col("hour_local").is_null()).height:
+        return None
+    return rows, int(rows["samples"].sum())
+
+
+def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) -> pl.DataFrame:
+    from pipeline.schemas import schema
+
+    cols = schema("smi_hourly").names
+    if hourly is None or hourly.filter(pl.col("_skip") == 0).is_empty():
+        return pl.DataFrame(schema={c: pl.Utf8 for c in cols}).clear()
+    con.register("agg", hourly)
+    try:
+        df = con.sql(smi_facts.finish_hourly_sql("agg")).pl()
+    finally:
+        con.unregister("agg")
+    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
+    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
+    df = df.with_columns(
+        hour=hour_utc,
+        ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
+        ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
+        file_id=pl.lit(file_id, pl.Int64),
+        host=pl.lit(host),
+    )
+    return df.select([c for c in cols])
+
+
+# -- the stage ---------------------------------------------------------------------------
+
+def rotation_order(paths: Iterable[Path]) -> list[Path]:
+    """Oldest first: ``gpu.csv.2.gz, gpu.csv.1, gpu.csv`` (logrotate numbering), else by name."""
+    def key(p: Path):
+        m = _ROTATED.match(p.name)
+        base, n = m.group("base"), m.group("n")
+        return (base, 0 if n is not None else 1, -int(n) if n is not None else 0, p.name)
+    return sorted(paths, key=key)
+
+
+def telemetry_files(host_dir: Path) -> list[Path]:
+    files = [p for p in host_dir.iterdir() if p.is_file() and re.search(r"\.csv(\.\d+)?(\.gz)?$", p.name)]
+    return rotation_order(files)
+
+
+def configured_fields(cfg, host: str) -> list[Field] | None:
+    """The field list for a host's headerless files from the config, if any."""
+    for pattern, names in cfg.telemetry.host_fields.items():
+        if fnmatch.fnmatch(host, pattern):
+            return parse_fields(names)
+    return parse_fields(cfg.telemetry.fields) if cfg.telemetry.fields else None
+
+
+def run(ctx) -> None:
+    """Stage: load new or changed telemetry files, then recompute ``gpu_days``."""
+    root = ctx.data_dir / "telemetry"
+    if not root.is_dir():
+        ctx.note(STAGE, f"no {root}: no telemetry")
+        return
+    wh = ctx.wh
+    sites = dict(wh.sql("SELECT host, any_value(site) FROM inventory WHERE host IS NOT NULL GROUP BY host"))
+    plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host)
+    for host_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        prev = None
+        for path in telemetry_files(host_dir):
+            plan.append((path, host_dir.name, prev))
+            prev = path
+    state: dict[Path, list[Field] | None] = {}
+
+    def before(host: str, prev: Path | None) -> list[Field] | None:
+        if prev is not None:
+            if prev in state:
+                return state[prev] or configured_fields(ctx.cfg, host)
+            reg = wh.registered(STAGE, ctx.file_key(prev))
+            if reg:
+                rows = wh.sql("SELECT last_fields FROM smi_headers WHERE file_id = ?", [reg["file_id"]])
+                if rows and rows[0][0]:
+                    return header_fields(rows[0][0])
+        return configured_fields(ctx.cfg, host)
+
+    info = {path: (host, prev) for path, host, prev in plan}
+
+    def loader(path: Path, file_id: int) -> Loaded:
+        host, prev = info[path]
+        tz = ctx.cfg.site_tz(sites.get(host))
+        loaded, last = load_file(path, file_id, host=host, tz=tz, fields=before(host, prev))
+        state[path] = last
+        return loaded
+
+    ctx.ingest_files(STAGE, [p for p, _, _ in plan], loader)
+    if ctx.cfg.telemetry.keep_samples:
+        ctx.note(STAGE, "telemetry.keep_samples is not implemented yet: only hourly and daily facts are kept")
+    n = recompute_gpu_days(wh)
+    ctx.report(STAGE).rows_out = n
+
+
+def recompute_gpu_days(wh) -> int:
+    """Rebuild ``gpu_days`` from every row of ``smi_hourly`` (one SQL step)."""
+    cols = ", ".join(f'"{c}"' for c in wh.schemas["gpu_days"].names)
+    with wh.transaction():
+        wh.sql("DELETE FROM gpu_days", step="clear gpu_days")
+        wh.sql(f"INSERT INTO gpu_days ({cols}) SELECT {cols} FROM ({smi_facts.GPU_DAYS_SQL})", step="gpu_days")
+    return wh.scalar("SELECT count(*) FROM gpu_days")

@@ -1,0 +1,227 @@
+"""nvidia-smi ``--query-gpu`` fields: names, units, kinds, and the SQL that cleans them.
+
+A header cell such as ``memory.used [MiB]`` names the field ``memory.used`` with the unit
+``MiB``; its column is ``memory_used`` (``.`` becomes ``_``, the unit is dropped). Query
+aliases (``gpu_name``, ``clocks.sm``, ...) are mapped to the name nvidia-smi prints in its
+header, so a ``noheader`` file whose fields come from ``--fields`` yields the same columns
+as a file with a header.
+
+Every value is cleaned by one SQL expression per field (DuckDB), shared by the fast
+whole-file path and the exact line-by-line path, so both give the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Query names that nvidia-smi prints under another header name.
+ALIASES = {
+    "gpu_name": "name",
+    "gpu_serial": "serial",
+    "gpu_uuid": "uuid",
+    "gpu_bus_id": "pci.bus_id",
+    "clocks.gr": "clocks.current.graphics",
+    "clocks.sm": "clocks.current.sm",
+    "clocks.mem": "clocks.current.memory",
+    "clocks.video": "clocks.current.video",
+    "clocks.applications.gr": "clocks.applications.graphics",
+    "clocks.applications.mem": "clocks.applications.memory",
+    "clocks.max.gr": "clocks.max.graphics",
+    "clocks.max.mem": "clocks.max.memory",
+    "memory.reserved": "memory.reserved",
+    "gpu_serial_number": "serial",
+}
+
+#: The seven identity columns of the clean table, in order, with their source field.
+IDENTITY = {
+    "ts": "timestamp",
+    "host": None,
+    "gpu_index": "index",
+    "name": "name",
+    "serial": "serial",
+    "uuid": "uuid",
+    "pci_bus_id": "pci.bus_id",
+}
+
+#: Fields kept as text even when they look like numbers.
+TEXT_FIELDS = {
+    "name", "serial", "uuid", "driver_version", "kmd_version", "vbios_version", "compute_cap",
+    "pstate", "compute_mode", "hostname", "platform.chassis_serial_number",
+}
+TEXT_PREFIXES = ("inforom.", "pci.", "fabric.", "platform.gpu_fabric_guid", "driver_model.")
+
+#: Hexadecimal bit masks that become integers.
+MASK_FIELDS = {
+    "clocks_throttle_reasons.active", "clocks_event_reasons.active",
+    "clocks_throttle_reasons.supported", "clocks_event_reasons.supported",
+}
+
+#: Fields known to be numbers (or Yes/No) whatever the header says.
+NUMERIC_FIELDS = {
+    "index", "count", "temperature.gpu", "temperature.memory", "temperature.gpu.tlimit",
+    "utilization.gpu", "utilization.memory", "memory.used", "memory.total", "memory.free",
+    "power.draw", "power.draw.average", "power.draw.instant", "power.limit", "fan.speed",
+    "clocks.current.sm", "clocks.current.graphics", "clocks.current.memory",
+    "pcie.link.width.current", "pcie.link.width.max", "pcie.link.gen.current", "pcie.link.gen.max",
+    "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
+    "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
+    "remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.pending",
+    "remapped_rows.failure", "pcie.replay_counter",
+}
+
+#: Words nvidia-smi prints for on/off states, as 1/0.
+TRUE_WORDS = ("Yes", "Enabled", "Active")
+FALSE_WORDS = ("No", "Disabled", "Not Active")
+
+TIMESTAMP_FORMATS = [
+    "%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
+]
+
+_CELL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*(?:\[([^\]\r\n]*)\])?\s*$")
+_KNOWN_HEADER_WORDS = {"timestamp", "index", "name", "uuid", "serial", "pstate", "count", "driver_version"}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One queried field: nvidia-smi's header name, its unit (or ''), its clean column."""
+
+    name: str
+    unit: str = ""
+
+    @property
+    def column(self) -> str:
+        for col, src in IDENTITY.items():
+            if src is not None and src == self.name:
+                return col
+        return self.name.replace(".", "_")
+
+    @property
+    def kind(self) -> str:
+        """ts, int, pci, text, mask, num (strict number or Yes/No) or auto (decided by the data)."""
+        n = self.name
+        if n == "timestamp":
+            return "ts"
+        if n == "index":
+            return "int"
+        if n == "pci.bus_id":
+            return "pci"
+        if n in MASK_FIELDS:
+            return "mask"
+        if n in TEXT_FIELDS or n.startswith(TEXT_PREFIXES):
+            return "text"
+        if n in NUMERIC_FIELDS or self.unit:
+            return "num"
+        return "auto"
+
+
+def field_from_name(text: str) -> Field:
+    """A field from a header cell (``memory.used [MiB]``) or a query name (``gpu_name``)."""
+    m = _CELL.match(text)
+    if not m:
+        name, unit = text.strip(), ""
+    else:
+        name, unit = m.group(1), (m.group(2) or "").strip()
+    return Field(ALIASES.get(name, name), unit)
+
+
+def parse_fields(names: list[str] | str) -> list[Field]:
+    """Fields from ``--fields`` / config (a list or a comma-separated string)."""
+    if isinstance(names, str):
+        names = names.split(",")
+    return [field_from_name(n) for n in names if n.strip()]
+
+
+def header_fields(line: str) -> list[Field] | None:
+    """The fields if ``line`` is a header line, else None.
+
+    A header line has only cells like ``name`` or ``memory.used [MiB]`` and at least one
+    cell that only a header has (a dotted name, a unit, or a well-known field name), so a
+    data row of words (``Enabled, Disabled``) is not taken for one.
+    """
+    cells = line.lstrip("\ufeff").rstrip("\r\n").split(",")
+    if not cells or not line.strip():
+        return None
+    matches = [_CELL.match(c) for c in cells]
+    if not all(matches):
+        return None
+    telling = any(
+        "." in m.group(1) or m.group(2) is not None or m.group(1) in _KNOWN_HEADER_WORDS or
+        m.group(1) in ALIASES for m in matches
+    )
+    return [field_from_name(c) for c in cells] if telling else None
+
+
+# -- SQL cleaning ---------------------------------------------------------------------
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def marker_sql(v: str) -> str:
+    """True when the trimmed value ``v`` is empty, N/A or a bracketed marker."""
+    return f"({v} = '' OR {v} = 'N/A' OR ({v}[1] = '[' AND {v}[-1] = ']'))"
+
+
+def bool_sql(v: str) -> str:
+    whens = " ".join(f"WHEN {_q(w)} THEN 1" for w in TRUE_WORDS)
+    whens += " " + " ".join(f"WHEN {_q(w)} THEN 0" for w in FALSE_WORDS)
+    return f"(CASE {v} {whens} END)"
+
+
+def _unitless(v: str, unit: str) -> str:
+    if not unit:
+        return v
+    suffix = " " + unit
+    return f"(CASE WHEN suffix({v}, {_q(suffix)}) THEN {v}[:-{len(suffix) + 1}] ELSE {v} END)"
+
+
+def clean_sql(f: Field, raw: str, *, as_kind: str | None = None) -> str:
+    """SQL turning the raw text column ``raw`` into the clean value of field ``f``.
+
+    A value that cannot be read becomes NULL here; :func:`bad_sql` tells it apart from a
+    marker, so that the row is quarantined rather than silently nulled.
+    """
+    kind = as_kind or f.kind
+    v = f"trim({raw})"
+    if kind == "ts":
+        fmts = ", ".join(_q(x) for x in TIMESTAMP_FORMATS)
+        return f"try_strptime(ltrim({v}, chr(65279)), [{fmts}])"
+    if kind == "int":
+        return f"TRY_CAST({v} AS INTEGER)"
+    if kind == "pci":
+        return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {pci_sql(v)} END)"
+    if kind == "mask":
+        return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE TRY_CAST(TRY_CAST({v} AS UBIGINT) AS BIGINT) END)"
+    if kind in ("num", "auto"):
+        return (
+            f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE "
+            f"coalesce({bool_sql(v)}, TRY_CAST({_unitless(v, f.unit)} AS DOUBLE)) END)"
+        )
+    return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
+
+
+def bad_sql(f: Field, raw: str) -> str | None:
+    """SQL true when the field's value is present but unreadable (None: never bad)."""
+    kind = f.kind
+    if kind not in ("ts", "int", "num", "mask"):
+        return None
+    v = f"trim({raw})"
+    clean = clean_sql(f, raw)
+    if kind in ("ts", "int"):
+        return f"({raw} IS NULL OR {clean} IS NULL)"
+    return f"({raw} IS NULL OR (NOT {marker_sql(v)} AND {clean} IS NULL))"
+
+
+def pci_sql(v: str) -> str:
+    """Canonical Linux bus id: ``00000000:3B:00.0`` and ``PCI:0000:3b:00`` -> ``0000:3b:00.0``."""
+    s = f"lower(regexp_replace({v}, '^(?i:pci:)', ''))"
+    return (
+        f"(CASE WHEN regexp_full_match({s}, '[0-9a-f]{{1,8}}:[0-9a-f]{{1,2}}:[0-9a-f]{{1,2}}(\\.[0-7])?') THEN "
+        f"right(lpad(split_part({s}, ':', 1), 4, '0'), 4) || ':' || lpad(split_part({s}, ':', 2), 2, '0') || ':' || "
+        f"lpad(split_part(split_part({s}, ':', 3), '.', 1), 2, '0') || '.' || "
+        f"coalesce(nullif(split_part(split_part({s}, ':', 3), '.', 2), ''), '0') "
+        f"ELSE {v} END)"
+    )

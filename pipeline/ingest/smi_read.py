@@ -1,0 +1,178 @@
+"""Reading nvidia-smi CSV logs: a fast whole-file path and an exact line-by-line path.
+
+The fast path hands the whole file to DuckDB's streaming CSV reader (gzip, CRLF and
+parallel parsing included) and aggregates in the same pass; it is taken only when the
+file turns out clean (no rejected, unreadable or repeated-header line). Anything else goes
+through the exact path, which walks the file in blocks with line numbers, follows header
+changes, and tells each line's fate: loaded, skipped (blank, header) or quarantined.
+Both paths clean values with the same SQL (:mod:`pipeline.ingest.smi_fields`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.ingest.smi_fields import Field, header_fields
+from pipeline.warehouse import Rejected
+
+log = logging.getLogger(__name__)
+
+BLOCK_BYTES = 32 << 20
+_HEADER_SHAPE = r"^\s*[A-Za-z_][\w.]*\s*(\[[^\]]*\])?\s*(,\s*[A-Za-z_][\w.]*\s*(\[[^\]]*\])?\s*)*$"
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def open_binary(path: Path) -> io.BufferedIOBase:
+    """The file's bytes, decompressed when it is gzip (by its magic, not its name)."""
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+def first_line(path: Path, limit: int = 1 << 20) -> str:
+    """The first line (without its end), decoded leniently; '' for an empty file."""
+    try:
+        with open_binary(path) as f:
+            raw = f.readline(limit)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return ""
+    return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for one file's parsing (keeps reject tables out of the warehouse)."""
+    return duckdb.connect(":memory:")
+
+
+def csv_source(path: Path, n: int, skip: int) -> str:
+    """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting."""
+    cols = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(n))
+    p = str(path).replace("'", "''")
+    return (
+        f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim=',', quote='', "
+        f"escape='', auto_detect=false, null_padding=false, store_rejects=true, "
+        f"compression='{'gzip' if is_gzip(path) else 'none'}')"
+    )
+
+
+@dataclass
+class Segment:
+    """Consecutive data lines read under one field list: ``line_no``, ``line``, ``c0..``."""
+
+    fields: list[Field]
+    frame: pl.DataFrame
+
+
+@dataclass
+class ExactRead:
+    """What the exact path made of one file so far."""
+
+    rejects: list[Rejected] = field(default_factory=list)
+    rows_read: int = 0  # data lines (loaded or quarantined)
+    rows_skipped: int = 0  # blank and header lines
+    last_fields: list[Field] | None = None
+
+
+def _blocks(path: Path, size: int) -> Iterator[tuple[bytes, bool]]:
+    """Blocks of whole lines (the last may lack its newline) and whether it is the last."""
+    with open_binary(path) as f:
+        carry = b""
+        while True:
+            try:
+                data = f.read(size)
+            except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated gzip
+                log.warning("%s: read stopped early: %s", path, exc)
+                data = b""
+            if not data:
+                if carry:
+                    yield carry, True
+                return
+            buf = carry + data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            carry = buf[cut + 1:]
+            yield buf[: cut + 1], False
+
+
+def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block: int = BLOCK_BYTES) -> Iterator[Segment]:
+    """Yield the file's data lines as segments; quarantine what cannot be split.
+
+    ``fields`` is the field list in force before the first header (None: unknown, so
+    data lines before a header go to the quarantine as ``no_header``).
+    """
+    current = fields
+    offset = 0
+    for data, _last in _blocks(path, block):
+        text = data.decode("utf-8", errors="replace")
+        lines = pl.Series("line", [text]).str.split("\n").explode()
+        if text.endswith("\n"):
+            lines = lines.head(len(lines) - 1)
+        df = pl.DataFrame({"line": lines}).with_row_index("line_no", offset + 1)
+        df = df.with_columns(pl.col("line_no").cast(pl.Int64), pl.col("line").str.strip_chars_end("\r"))
+        if offset == 0:
+            df = df.with_columns(pl.col("line").str.strip_chars_start("\ufeff"))
+        offset += len(lines)
+        df = df.with_columns(
+            blank=pl.col("line").str.strip_chars() == "",
+            maybe_header=pl.col("line").str.contains(_HEADER_SHAPE),
+        )
+        headers = {}
+        for ln, line in df.filter(pl.col("maybe_header")).select("line_no", "line").iter_rows():
+            hf = header_fields(line)
+            if hf is not None:
+                headers[ln] = hf
+        out.rows_skipped += int(df["blank"].sum()) + len(headers)
+        starts = sorted(headers)
+        bounds = [df["line_no"][0] if len(df) else 0] + starts + [offset + 1]
+        seg_fields = [current] + [headers[s] for s in starts]
+        data_rows = df.filter(~pl.col("blank") & ~pl.col("line_no").is_in(starts))
+        for k, flds in enumerate(seg_fields):
+            part = data_rows.filter((pl.col("line_no") >= bounds[k]) & (pl.col("line_no") < bounds[k + 1]))
+            if flds is not None:
+                current = flds
+            if part.is_empty():
+                continue
+            out.rows_read += len(part)
+            seg = _split(part, flds, out)
+            if seg is not None:
+                yield seg
+    out.last_fields = current
+
+
+def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Segment | None:
+    if fields is None:
+        out.rejects.extend(
+            Rejected(ln, "no_header", line, "headerless file and no field list: pass --fields or set telemetry.fields")
+            for ln, line in part.select("line_no", "line").iter_rows()
+        )
+        return None
+    n = len(fields)
+    part = part.with_columns(
+        cells=pl.col("line").str.split(","),
+        undecodable=pl.col("line").str.contains("\ufffd", literal=True),
+    ).with_columns(ncells=pl.col("cells").list.len())
+    bad = part.filter(pl.col("undecodable") | (pl.col("ncells") != n))
+    for ln, line, und, nc in bad.select("line_no", "line", "undecodable", "ncells").iter_rows():
+        if und:
+            out.rejects.append(Rejected(ln, "undecodable", line, "bytes that are not UTF-8"))
+        elif nc < n:
+            out.rejects.append(Rejected(ln, "truncated_line", line, f"{nc} of {n} fields"))
+        else:
+            out.rejects.append(Rejected(ln, "extra_fields", line, f"{nc} fields, the header has {n}"))
+    good = part.filter(~pl.col("undecodable") & (pl.col("ncells") == n))
+    if good.is_empty():
+        return None
+    cols = [pl.col("cells").list.get(i).alias(f"c{i}") for i in range(n)]
+    return Segment(fields, good.select("line_no", "line", *cols))
