@@ -44,6 +44,8 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.report.commands",
     "pipeline.stats.commands",
     "pipeline.ingest.xid_commands",
+    "pipeline.ingest.smi_commands",
+    "pipeline.predict.commands",
     "pipeline.simulate.commands",
 ]
 

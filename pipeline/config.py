@@ -87,7 +87,11 @@ class Normalize:
 
 @dataclass(frozen=True)
 class Link:
+    # Ticket serials this many edits (0 or 1) from exactly one inventory serial are linked to it.
     serial_max_edits: int = 1
+    # A replacement ticket linked by host+slot takes the GPU removed from that slot within
+    # this many days of the ticket (tickets are often written after the swap).
+    replace_window_days: float = 7.0
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,13 @@ log = logging.getLogger(__name__)
 #: (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
+    ("smi", "pipeline.ingest.smi:run"),
     ("xid", "pipeline.ingest.xid:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
+    ("normalize", "pipeline.normalize.stage:run"),
+    ("link", "pipeline.link.tickets:run"),
     ("stats", "pipeline.stats.stage:run"),
+    ("predict", "pipeline.predict.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
 

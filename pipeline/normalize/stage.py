@@ -1,0 +1,105 @@
+"""Stage ``normalize``: the latest version of each ticket, its texts coded to the taxonomy.
+
+Reads: ``tickets_raw`` (every row of every export), ``review_answers`` (codes people chose
+for texts the matcher was unsure of). Writes: ``tickets`` (one row per service point and
+ticket id, with part/symptom/action codes and scores; ``review`` true when any code is not
+confident). The ``link`` stage then fills in ``serial`` and ``link_method``.
+
+The whole table is recoded on each run: the matcher works on distinct texts, so this costs
+little, and an answer imported from review reaches every ticket that has its text.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import duckdb
+import polars as pl
+
+from pipeline.config import Config
+from pipeline.ingest.tickets import latest_sql
+from pipeline.output import to_polars
+from pipeline.schemas import schema
+
+log = logging.getLogger(__name__)
+
+DIMENSIONS = ("part", "symptom", "action")
+CODE_COLUMNS = [c for d in DIMENSIONS for c in (f"{d}_code", f"{d}_score")] + ["review"]
+
+
+def learned_answers(wh) -> list[tuple[str, str, str]]:
+    """Reviewed answers as (dimension, text, code), oldest first, for ``Matcher.load``."""
+    rows = wh.sql("SELECT dimension, text, code FROM review_answers ORDER BY imported_at, dimension, text",
+                  step="read review answers")
+    return [(d, t, c) for d, t, c in rows]
+
+
+def load_matcher(cfg: Config, learned: list[tuple[str, str, str]] | None = None):
+    """The matcher of ``pipeline.normalize.matcher`` with the learned answers."""
+    from pipeline.normalize.matcher import Matcher
+
+    return Matcher.load(cfg, learned=list(learned or []))
+
+
+def canonical_key(text: str) -> str:
+    """The matcher's canonical form of a text: the key under which an answer is stored."""
+    from pipeline.normalize.canonical import canonical
+
+    return canonical(text)
+
+
+def code(frame: pl.DataFrame, matcher) -> pl.DataFrame:
+    """Add the code, score and review columns to a frame with part/symptom/action text."""
+    texts = frame.select("part_text", "symptom_text", "action_text")
+    coded = to_polars(matcher.code_frame(texts))
+    out = frame.drop([c for c in CODE_COLUMNS if c in frame.columns])
+    cols = [pl.Series(c, coded[c]) for c in CODE_COLUMNS]
+    out = out.with_columns(cols)
+    return out.with_columns(
+        [pl.col(f"{d}_score").cast(pl.Float64) for d in DIMENSIONS] + [pl.col("review").fill_null(True).cast(pl.Boolean)]
+    )
+
+
+def latest(raw: pl.DataFrame) -> pl.DataFrame:
+    """The latest version of each ticket among ``tickets_raw``-shaped rows (no warehouse)."""
+    con = duckdb.connect()
+    try:
+        con.register("tickets_raw", raw)
+        return con.sql(latest_sql("tickets_raw")).pl()
+    finally:
+        con.close()
+
+
+def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
+    """``tickets`` columns from latest raw rows (codes added later; serial unlinked)."""
+    return latest_rows.select(
+        "ticket_id", "service_point", "opened_at", "closed_at", "status", "host", "slot",
+        pl.lit(None, pl.Utf8).alias("serial"), "serial_text", pl.lit(None, pl.Utf8).alias("link_method"),
+        "part_text", "symptom_text", "action_text", "file_id", "line_no",
+    )
+
+
+def recode(wh, cfg: Config) -> tuple[int, int]:
+    """Rebuild ``tickets`` from ``tickets_raw`` and the review answers; returns (tickets, to review)."""
+    rows = wh.pl(latest_sql(), step="latest ticket versions")
+    tickets = to_tickets(rows)
+    if tickets.height:
+        tickets = code(tickets, load_matcher(cfg, learned_answers(wh)))
+    else:
+        tickets = tickets.with_columns(
+            [pl.lit(None, pl.Utf8).alias(f"{d}_code") for d in DIMENSIONS]
+            + [pl.lit(None, pl.Float64).alias(f"{d}_score") for d in DIMENSIONS]
+            + [pl.lit(False).alias("review")]
+        )
+    tickets = tickets.select([c for c in schema("tickets").names if c in tickets.columns])
+    with wh.transaction():
+        wh.replace("tickets", tickets)
+    return tickets.height, int(tickets["review"].sum()) if tickets.height else 0
+
+
+def run(ctx) -> None:
+    """Stage ``normalize``: recode every ticket's latest version into ``tickets``."""
+    n, pending = recode(ctx.wh, ctx.cfg)
+    ctx.report("normalize").rows_out = n
+    if pending:
+        ctx.note("normalize", f"{pending} of {n} tickets await review (`fleetfault review export -o review.xlsx`)")

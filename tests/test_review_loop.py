@@ -1,0 +1,119 @@
+"""The review loop through the CLI: export the unsure texts, a person fills in codes,
+import them, and from then on those texts and near variants are coded automatically."""
+
+from __future__ import annotations
+
+import openpyxl
+import pytest
+
+import fake_matcher
+from test_tickets_stage import DUMP_2, run_stages
+
+
+@pytest.fixture
+def warehouse(tmp_path, data, monkeypatch):
+    from pipeline.warehouse import Warehouse
+
+    fake_matcher.install(monkeypatch)
+    path = tmp_path / "wh.duckdb"
+    with Warehouse(path) as wh:
+        run_stages(wh, data)
+    return path
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    (d / "tickets" / "sha-sp1").mkdir(parents=True)
+    (d / "tickets" / "sha-sp1" / "2025-03-28.csv").write_bytes(DUMP_2.encode("gbk"))
+    return d
+
+
+def fill(path, answers: dict[tuple[str, str], str]) -> None:
+    book = openpyxl.load_workbook(path)
+    ws = book["review"]
+    header = [c.value for c in ws[1]]
+    for row in ws.iter_rows(min_row=2):
+        rec = dict(zip(header, row))
+        key = (rec["dimension"].value, rec["text"].value)
+        if key in answers:
+            rec["code"].value = answers[key]
+    book.save(path)
+
+
+def test_export_lists_unsure_texts_with_three_suggestions(cli, warehouse, tmp_path):
+    out = tmp_path / "review.xlsx"
+    assert cli("review", "export", "-o", out, "--warehouse", warehouse) == 0
+    book = openpyxl.load_workbook(out)
+    ws = book["review"]
+    rows = [dict(zip([c.value for c in ws[1]], [c.value for c in r])) for r in ws.iter_rows(min_row=2)]
+    keys = {(r["dimension"], r["text"]) for r in rows}
+    assert keys == {("part", "板子冒烟"), ("symptom", "看起来烧了"), ("symptom", "风扇异响"), ("action", "返厂")}
+    r = next(r for r in rows if r["text"] == "返厂")
+    assert (r["tickets"], r["example_ticket"], r["code"]) == (1, "sha-sp1 SH-3", None)
+    assert [r["suggestion_1"], r["suggestion_2"], r["suggestion_3"]] == ["REPLACE", "RESEAT", "REBOOT"]
+    assert r["score_1"] == 50.0 and "板子冒烟" in r["context"]
+    assert ("part", "GPU") in {(c.value, d.value) for c, d, _ in book["codes"].iter_rows(min_row=2)}
+
+
+def test_import_stores_answers_and_the_next_run_codes_them(cli, warehouse, data, tmp_path):
+    from pipeline.config import config_from_dict
+    from pipeline.warehouse import Warehouse
+
+    out = tmp_path / "review.xlsx"
+    cli("review", "export", "-o", out, "--warehouse", warehouse)
+    fill(out, {("action", "返厂"): "replace", ("symptom", "风扇异响"): "FAN_FAULT"})
+    assert cli("review", "import", out, "--warehouse", warehouse) == 0
+    with Warehouse(warehouse) as wh:
+        assert sorted(wh.sql("SELECT dimension, text, code FROM review_answers")) == [
+            ("action", "返厂", "REPLACE"), ("symptom", "风扇异响", "FAN_FAULT")]
+        # Recoded at once...
+        assert wh.scalar("SELECT action_code FROM tickets WHERE ticket_id = 'SH-3'") == "REPLACE"
+        # ...and a new export with a near variant of the text is coded on the next run.
+        (data / "tickets" / "sha-sp1" / "2025-04-04.csv").write_bytes(
+            DUMP_2.replace("SH-3,", "SH-4,").replace("返厂", " 返 厂 ").replace("风扇异响", "风扇异响!").encode("gbk"))
+        from pipeline.run import RunContext, resolve_stage
+
+        ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
+        for target in ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run"):
+            resolve_stage(target)(ctx)
+        sh4 = wh.pl("SELECT * FROM tickets WHERE ticket_id = 'SH-4'").row(0, named=True)
+        assert sh4["action_code"] == "REPLACE" and sh4["action_score"] == 100.0
+        assert wh.scalar("SELECT symptom_code FROM tickets WHERE ticket_id = 'SH-2'") == "FAN_FAULT"
+
+
+def test_import_rejects_bad_codes_and_stores_nothing(cli, warehouse, tmp_path, capsys):
+    from pipeline.warehouse import Warehouse
+
+    out = tmp_path / "review.xlsx"
+    cli("review", "export", "-o", out, "--warehouse", warehouse)
+    fill(out, {("action", "返厂"): "REPLACE", ("part", "板子冒烟"): "MAINBOARD", ("symptom", "风扇异响"): "REPLACE"})
+    assert cli("review", "import", out, "--warehouse", warehouse) == 2
+    err = capsys.readouterr().err
+    assert "'MAINBOARD' is not a part code" in err and "'REPLACE' is not a symptom code" in err
+    assert "Allowed codes: part: GPU" in err
+    with Warehouse(warehouse) as wh:
+        assert wh.scalar("SELECT count(*) FROM review_answers") == 0
+
+
+def test_later_answer_replaces_earlier_and_csv_round_trips(cli, warehouse, tmp_path):
+    from pipeline.warehouse import Warehouse
+
+    out = tmp_path / "review.csv"
+    cli("review", "export", "-o", out, "--warehouse", warehouse)
+    text = out.read_text(encoding="utf-8-sig")
+    assert text.splitlines()[0].endswith(",code")
+    lines = text.splitlines()
+    lines = [ln + ("RESEAT" if ln.startswith("action,返厂,") else "") for ln in lines]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8-sig")
+    assert cli("review", "import", out, "--warehouse", warehouse) == 0
+    lines = [ln.replace("RESEAT", "REPLACE") for ln in lines]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8-sig")
+    assert cli("review", "import", out, "--warehouse", warehouse) == 0
+    with Warehouse(warehouse) as wh:
+        assert wh.sql("SELECT code FROM review_answers") == [("REPLACE",)]
+
+
+def test_review_without_a_warehouse_is_a_usage_error(cli, tmp_path, capsys):
+    assert cli("review", "export", "-o", tmp_path / "r.xlsx", "--warehouse", tmp_path / "none.duckdb") == 2
+    assert "run `fleetfault run` first" in capsys.readouterr().err
