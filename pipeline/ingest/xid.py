@@ -51,6 +51,8 @@ CONTRACT_COLUMNS = ["ts", "uptime_s", "host", "pci_bus_id", "kind", "xid", "pid"
 
 _DATE_IN_NAME = re.compile(r"(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)")
 _FELL_TEXT = "GPU has fallen off the bus"
+#: The contract's ``*.log[.gz]``, plus the names rotation gives them (``kern.log.1``, ``syslog.2.gz``).
+_KERNEL_NAME = re.compile(r"(\.log(\.\d+)?|^(syslog|messages|kern|dmesg|journal)[\w.-]*?)(\.gz)?$")
 
 
 @dataclass
@@ -79,11 +81,11 @@ class FileParse:
 
 
 def reference_time(path: Path) -> datetime:
-    """The latest time a year-less log line can be: a date in the file name, else its mtime."""
+    """A time near the file's year-less lines: a date in the file name, else its mtime."""
     m = _DATE_IN_NAME.search(path.name)
     if m:
         try:
-            return datetime(int(m[1]), int(m[2]), int(m[3]), 23, 59, 59)
+            return datetime(int(m[1]), int(m[2]), int(m[3]), 12)
         except ValueError:
             pass
     try:
@@ -115,8 +117,8 @@ def parse_bytes(
         Naive UTC boot time for uptime-only lines of the last boot in the file when the
         log itself has no boot marker.
     ref_time : datetime, optional
-        Latest possible time of a year-less line (default: now); years are inferred
-        backwards from it, across December to January.
+        A time near the year-less lines (default: now): the last line takes the year that
+        puts it nearest; earlier lines count back across each December to January.
     """
     human = scan.is_human(buf)
     htimes = scan.human_times(buf) if human else {}
@@ -226,11 +228,12 @@ def _settle_times(recs: list[_Rec], tz: str, ref: datetime, human: bool) -> None
         rolls.append(k)
     base = None
     if last_md is not None:
-        last_year = ref.year
-        cand = fmt.with_year(last_md, last_year) or fmt.with_year(last_md, last_year - 1)
-        if cand is not None and cand > ref + timedelta(days=1):
-            last_year -= 1
-        base = last_year - k
+        # The year that puts the last line nearest the reference: logrotate's dateext names a
+        # file by its rotation day (lines before it), others by their first day (lines after).
+        years = [y for y in (ref.year - 1, ref.year, ref.year + 1) if fmt.with_year(last_md, y) is not None]
+        if years:
+            last_year = min(years, key=lambda y: abs((fmt.with_year(last_md, y) - ref).total_seconds()))
+            base = last_year - k
     local: list[tuple[_Rec, datetime]] = []
     for r, kk in zip(recs, rolls):
         p = r.p
@@ -333,13 +336,13 @@ def loader(host: str, tz: str, boot_time: datetime | None, key_of=None):
 
 
 def kernel_files(data_dir: Path) -> dict[str, list[Path]]:
-    """host -> its kernel logs (``kernel/<host>/*.log`` and ``*.log.gz``, rotations included)."""
+    """host -> its kernel logs (``kernel/<host>/*.log[.gz]`` and rotations such as ``syslog.2.gz``)."""
     root = Path(data_dir) / "kernel"
     if not root.is_dir():
         return {}
     out = {}
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = sorted(p for p in d.iterdir() if p.is_file() and re.search(r"\.log(\.\d+)?(\.gz)?$", p.name))
+        files = sorted(p for p in d.iterdir() if p.is_file() and _KERNEL_NAME.search(p.name))
         if files:
             out[d.name] = files
     return out

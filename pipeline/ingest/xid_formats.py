@@ -178,7 +178,8 @@ def read_event(text: str) -> Event | None:
     pm = _PID.match(rest) if "pid=" in rest[:8] else None
     if pm:
         raw_pid = pm["pid"]
-        pid = int(raw_pid) if raw_pid.isdigit() and len(raw_pid) < 12 else None
+        # Old drivers print pid=0 when no process is known: no pid, like '<unknown>'.
+        pid = int(raw_pid) if raw_pid.isdigit() and len(raw_pid) < 12 and int(raw_pid) > 0 else None
         name = (pm["name"] or "").strip()
         process = name if name and name.strip("'") != "<unknown>" else None
         message = (pm["msg"] or "").strip()
