@@ -180,6 +180,7 @@ def simulate_fleet(gpus: int, days: int, seed: int, start: datetime = DEFAULT_ST
         raise ValueError(f"gpus and days must be at least 1, got gpus={gpus}, days={days}")
     if accel <= 0:
         raise ValueError(f"accel must be positive, got {accel}")
+    accel = float(accel)
     ss = np.random.SeedSequence([int(seed), 0x5EED])
     r_fleet, r_fail, r_serv, r_false, r_boot = (np.random.default_rng(s) for s in ss.spawn(5))
     end = start + timedelta(days=days)

@@ -25,6 +25,7 @@ import polars as pl
 
 from pipeline.simulate.fleet import MODEL_BY_KEY, Host
 from pipeline.simulate.precursors import Effect
+from pipeline.simulate.smi_format import format_rows
 from pipeline.simulate.styles import HostStyle
 
 DAY = 86400.0
@@ -250,59 +251,34 @@ def _day_lines(sim, h, spec, style, rng, ts, stamps, offset, after_boot, unclean
                 seg = inc[g, sel[0]:sel[-1] + 1]
                 agg[key][g, sel[0]:sel[-1] + 1] = z[key][g] + np.cumsum(seg)
                 z[key][g] = agg[key][g, sel[-1]]
-    units = style.telemetry != "csv_nounits" and style.telemetry != "noheader_nounits"
-    na = "[Not Supported]" if style.old_driver else "[N/A]"
-
-    def u(v, unit):
-        return f"{v} {unit}" if units else f"{v}"
-
+    values = {
+        "temp": temp, "util": util, "util_mem": util_mem, "mem_used": np.maximum(mem_used, 0), "power": power,
+        "sm": sm, "reasons": reasons, "fan": fan, "gen": gen, "width": width, "sbe_vol": sbe_vol, "dbe_vol": dbe_vol,
+        "sbe_agg": agg["sbe_agg"], "dbe_agg": agg["dbe_agg"], "remap_corr": agg["remap_corr"],
+        "remap_unc": agg["remap_unc"], "ret_sbe": agg["ret_sbe"], "lost": lost, "reset": reset,
+        "remap_pending": remap_pending, "remap_failure": remap_failure, "retire_pending": retire_pending,
+    }
+    serial = np.empty((G, S), dtype=object)
+    uuid = np.empty((G, S), dtype=object)
+    present = np.ones((G, S), bool)
+    for g in range(G):
+        serial[g] = np.array([x["serial"] for x in tenures[g]], dtype=object)[tenure_idx[g]]
+        uuid[g] = np.array([x["uuid"] for x in tenures[g]], dtype=object)[tenure_idx[g]]
+        starts = np.array([_epoch(x["_installed"], sim.start) for x in tenures[g]])
+        present[g] = starts[tenure_idx[g]] <= ts
+    lines = format_rows(spec, h, style, stamps, serial, uuid, present, values)
     out: list[str] = []
     header = ", ".join(style.fields)
-    want_header = style.telemetry in ("csv", "csv_nounits") or (style.telemetry == "csv_copytruncate" and first_file)
-    if want_header:
+    if style.telemetry in ("csv", "csv_nounits") or (style.telemetry == "csv_copytruncate" and first_file):
         out.append(header)
-    retire = spec.ecc == "retire"
+    per_sample = present.sum(axis=0)
+    row = 0
     for s in range(S):
         if s > 0 and (offset + s) in after_boot and style.telemetry != "noheader_nounits":
-            out.append(header)
-        for g in range(G):
-            ten = tenures[g][tenure_idx[g, s]]
-            if _epoch(ten["_installed"], sim.start) > ts[s]:
-                continue
-            values = {
-                "timestamp": stamps[s], "name": spec.smi_name, "pci.bus_id": f"00000000:{h.buses[g].upper()}:00.0",
-                "serial": ten["serial"], "uuid": ten["uuid"], "index": str(g),
-            }
-            if lost[g, s] or reset[g, s]:
-                marker = "[GPU is lost]" if lost[g, s] else "[GPU requires reset]"
-                out.append(", ".join(values.get(f.split(" [")[0], marker) for f in style.fields))
-                continue
-            remap_na = retire
-            values.update({
-                "driver_version": style.driver, "pstate": "P0" if busy[g, s] else "P0",
-                "temperature.gpu": str(int(round(temp[g, s]))),
-                "temperature.memory": "N/A" if h.model in ("L40S", "RTX6000") else str(int(round(temp[g, s] + 4))),
-                "utilization.gpu": u(util[g, s], "%"), "utilization.memory": u(util_mem[g, s], "%"),
-                "memory.total": u(spec.mem_mib, "MiB"), "memory.used": u(max(int(mem_used[g, s]), 0), "MiB"),
-                "power.draw": u(f"{power[g, s]:.2f}", "W"), "power.limit": u(f"{spec.power_limit_w:.2f}", "W"),
-                "clocks.current.sm": u(int(sm[g, s]), "MHz"), "clocks.current.memory": u(spec.mem_clock_mhz, "MHz"),
-                "clocks_event_reasons.active": f"0x{int(reasons[g, s]):016X}",
-                "clocks_throttle_reasons.active": f"0x{int(reasons[g, s]):016X}",
-                "fan.speed": u(int(fan[g, s]), "%") if spec.has_fan else na,
-                "pcie.link.gen.current": str(int(gen[g, s])), "pcie.link.width.current": str(int(width[g, s])),
-                "ecc.errors.corrected.volatile.total": str(int(sbe_vol[g, s])),
-                "ecc.errors.uncorrected.volatile.total": str(int(dbe_vol[g, s])),
-                "ecc.errors.corrected.aggregate.total": str(int(agg["sbe_agg"][g, s])),
-                "ecc.errors.uncorrected.aggregate.total": str(int(agg["dbe_agg"][g, s])),
-                "retired_pages.single_bit_ecc.count": str(int(agg["ret_sbe"][g, s])) if retire else na,
-                "retired_pages.double_bit.count": str(int(agg["dbe_agg"][g, s] > 0)) if retire else na,
-                "retired_pages.pending": ("Yes" if retire_pending[g, s] else "No") if retire else na,
-                "remapped_rows.correctable": na if remap_na else str(int(agg["remap_corr"][g, s])),
-                "remapped_rows.uncorrectable": na if remap_na else str(int(agg["remap_unc"][g, s])),
-                "remapped_rows.pending": na if remap_na else ("Yes" if remap_pending[g, s] else "No"),
-                "remapped_rows.failure": na if remap_na else ("Yes" if remap_failure[g, s] else "No"),
-            })
-            out.append(", ".join(values[f.split(" [")[0]] for f in style.fields))
+            out.append(header)  # nvidia-smi -l restarted after the reboot
+        n = int(per_sample[s])
+        out.extend(lines[row:row + n])
+        row += n
         if (offset + s + 1) in unclean_before and out:
             out[-1] = out[-1][: max(10, len(out[-1]) // 2)]  # power loss mid-write
     return out

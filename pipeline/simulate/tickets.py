@@ -50,8 +50,13 @@ def _is_zh(s: str) -> bool:
     return any("\u4e00" <= c <= "\u9fff" for c in s)
 
 
-def _phrase(rng, table: dict, code: str, lang: str) -> str:
+_GPU_ONLY = ("HBM", "显存", "Xid", "xid", "GPU", "gpu", "DBE", "nvidia-smi", "card", "卡", "row", "page")
+
+
+def _phrase(rng, table: dict, code: str, lang: str, gpu: bool = True) -> str:
     opts = table[code]
+    if not gpu:
+        opts = tuple(o for o in opts if not any(w in o for w in _GPU_ONLY)) or opts
     if lang == "en":
         en = [o for o in opts if not _is_zh(o)]
         opts = en or opts
@@ -95,6 +100,10 @@ def _mangle(rng, s: str, lang: str) -> str:
         s = s.lower()
     if lang != "en" and rng.random() < 0.15:
         s = _fullwidth(s)
+    return s
+
+
+def _urgency(rng, s: str, lang: str) -> str:
     if rng.random() < 0.1:
         s = s + _pick(rng, (" !!", "?", " (urgent)", " pls check", " 紧急" if lang != "en" else " asap", "..."))
     return s
@@ -108,7 +117,8 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str,
         lang_now = lang if rng.random() < 0.85 else ("mix" if lang == "zh" else "en")
     plang = "zh" if lang_now in ("zh", "mix") else "en"
     part = _phrase(rng, vocab.PART, row["part_code"], plang)
-    sym = _phrase(rng, vocab.SYMPTOM, row["symptom_code"], plang if lang_now != "mix" else _pick(rng, ("en", "zh")))
+    gpu = row["part_code"] in ("GPU", "NONE", "SOFTWARE") and row["slot"] is not None
+    sym = _phrase(rng, vocab.SYMPTOM, row["symptom_code"], plang if lang_now != "mix" else _pick(rng, ("en", "zh")), gpu)
     act = _phrase(rng, vocab.ACTION, row["action_code"], plang)
     n = row["slot"] if row["slot"] is not None else None
     slot = ""
@@ -117,7 +127,8 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str,
     frames = {"en": vocab.FRAMES_EN, "zh": vocab.FRAMES_ZH, "mix": vocab.FRAMES_MIXED}[lang_now]
     frame = _pick(rng, frames)
     if n is None:
-        frame = frame.replace("{slot}", "").replace("GPU{n}", "")
+        frames = tuple(f for f in frames if "{slot}" not in f and "{n}" not in f) or ("{sym}",)
+        frame = _pick(rng, frames)
     model = row["model"] if rng.random() < 0.8 else row["model"].split(" ")[0]
     symptom_text = frame.format(sym=sym, slot=slot, host=row["host"], model=model, n=n).strip(" -:，")
     symptom_text = " ".join(symptom_text.split())
@@ -125,7 +136,8 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str,
         part = f"{model} {part}" if rng.random() < 0.5 else f"{part} ({model})"
     if row["action_code"] == "REPLACE" and new_serial and rng.random() < 0.35:
         act = f"{act}, new SN {new_serial}" if plang == "en" else f"{act}，新SN {new_serial}"
-    return _mangle(rng, part, lang_now), _mangle(rng, symptom_text, lang_now), _mangle(rng, act, lang_now)
+    return (_mangle(rng, part, lang_now), _urgency(rng, _mangle(rng, symptom_text, lang_now), lang_now),
+            _mangle(rng, act, lang_now))
 
 
 def _serial_written(rng, serial: str | None) -> str:

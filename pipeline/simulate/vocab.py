@@ -99,7 +99,8 @@ FRAMES_EN = (
     "{sym} on {slot}", "{host}: {slot} {sym}", "{model} {slot} {sym}, customer reported",
     "monitoring alert - {sym} ({slot})", "{sym}", "user reports {sym} on {host} {slot}",
     "{sym} seen in dmesg, {slot}", "{host} {slot} - {sym} again", "DCGM diag: {sym} ({model}, {slot})",
-    "{slot} {sym} after job restart", "node {host} drained: {sym}",
+    "{slot} {sym} after job restart", "node {host} drained: {sym}", "{host} {sym}", "{sym} on {host}",
+    "{model} node {host}: {sym}", "{sym} - please check {host}",
 )
 FRAMES_ZH = (
     "{host} {slot}{sym}", "{slot}{sym}，需处理", "客户反馈{sym}", "巡检发现{sym}，{slot}", "{model} {slot} {sym}",
