@@ -123,6 +123,8 @@ class Predict:
     cost_needless_drain: float = 500.0
     retrain: bool = True
     top_k: int = 50
+    # OpenMP threads for training and scoring; 1 avoids spin-wait collapse on a busy host.
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -284,3 +286,5 @@ def _check_values(values: dict, problems: list[str]) -> None:
     pred = values.get("predict")
     if pred is not None and pred.horizon_days < 1:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
+    if pred is not None and pred.threads < 1:
+        problems.append(f"predict.threads: must be at least 1, got {pred.threads}")

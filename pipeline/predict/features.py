@@ -1,0 +1,283 @@
+"""GPU-day features for failure prediction, as DuckDB SQL over the declared tables.
+
+Reads ``inventory``, ``gpu_days``, ``xid_events``, ``tickets`` and the failure events
+(:mod:`pipeline.predict.labels`). Writes ``features``: one row per inventory serial and
+UTC day in service, with rolling 1/7/30-day windows, trends against the GPU's own past
+and against its model's fleet median that day, Xid counts by code and severity, SXid on
+its host, prior tickets and reseats, age, fleet position and host-level signals.
+
+Every window looks backwards only (``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` over a
+dense day grid), and the fleet medians use only the same day, so a row for day *d* never
+changes when data after *d* is appended. The grid of a serial ends the day before its
+first failure or its removal: later days are not in service. ``label`` and
+``days_to_failure`` are the targets, never features.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+
+from pipeline.config import Config
+from pipeline.predict.labels import failure_events_sql
+from pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+#: Xid codes counted one by one (the rest count only through their severity class):
+#: hardware (48 DBE, 63/64 row remap, 74 NVLink, 79 fell off the bus, 92 high SBE rate,
+#: 94/95 contained/uncontained ECC, 119/120 GSP, 61/62 internal micro-controller,
+#: 68 video, 69 graphics exception) and application-caused (13, 31, 43, 45).
+XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120)
+
+#: Fleet-position columns handed to the model as categories.
+CATEGORICAL: tuple[str, ...] = ("model", "vendor", "site", "batch")
+
+#: Identity columns of a features row (not model inputs).
+KEYS: tuple[str, ...] = ("serial", "day", "host", "pci_bus_id")
+
+#: Target columns (never model inputs).
+TARGETS: tuple[str, ...] = ("label", "days_to_failure")
+
+_NUMERIC_BASE: tuple[str, ...] = (
+    "slot", "age_days", "telemetry_days_7d",
+    "temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d",
+    "temp_vs_own_30d", "temp_vs_model_7d",
+    "power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d",
+    "fan_mean_7d", "fan_vs_model_7d",
+    "throttle_thermal_7d", "throttle_hw_7d", "power_brake_7d",
+    "ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend",
+    "ecc_uncorr_7d", "ecc_uncorr_30d",
+    "retired_pages", "retired_pages_delta_7d",
+    "remap_pending_7d", "remap_failed_30d", "remap_uncorr_30d",
+    "pcie_width_deficit_7d", "pcie_replay_7d", "pcie_replay_30d",
+    "xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
+    "xid_app_7d", "xid_all_30d", "days_since_crit_xid",
+    "sxid_host_7d", "sxid_host_30d",
+    "tickets_prior", "reseats_prior", "days_since_ticket",
+    "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d",
+)
+
+#: Numeric model inputs, in a fixed order.
+NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
+    f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
+)
+
+#: Every model input.
+FEATURES: tuple[str, ...] = NUMERIC + CATEGORICAL
+
+
+def _win(n: int) -> str:
+    return f"(PARTITION BY serial ORDER BY day ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
+
+
+def features_sql(cfg: Config, failures: str) -> str:
+    """The feature query; parameters ``[start, end, horizon_days]``.
+
+    ``failures`` is a SQL relation with ``serial, failed_at`` (see
+    :func:`pipeline.predict.labels.failure_events_sql`).
+    """
+    w1, w7, w30 = _win(1), _win(7), _win(30)
+    parts = ", ".join(f"'{p}'" for p in cfg.stats.failure_parts) or "NULL"
+    actions = ", ".join(f"'{a}'" for a in cfg.stats.failure_actions) or "NULL"
+    xid_day = ",\n      ".join(
+        f"count(*) FILTER (WHERE xid = {c}) AS x{c}" for c in XID_CODES
+    )
+    xid_roll = ",\n    ".join(
+        f"sum(coalesce(x{c}, 0)) OVER {w} AS xid{c}_{n}d"
+        for c in XID_CODES for n, w in ((7, w7), (30, w30))
+    )
+    return f"""
+WITH bounds AS (SELECT CAST($1 AS DATE) AS d0, CAST($2 AS DATE) AS d1, CAST($3 AS INTEGER) AS h),
+fails AS (
+  SELECT serial, CAST(failed_at AS DATE) AS fday FROM ({failures}) WHERE serial IS NOT NULL
+),
+first_fail AS (SELECT serial, min(fday) AS fday FROM fails GROUP BY serial),
+inv AS (
+  SELECT DISTINCT ON (i.serial)
+    i.serial, i.model, i.vendor, i.host, i.slot, i.site, i.batch,
+    CAST(i.installed_at AS DATE) AS inst, CAST(i.removed_at AS DATE) AS rem, f.fday AS first_fday
+  FROM inventory i LEFT JOIN first_fail f USING (serial)
+  ORDER BY i.serial, i.installed_at DESC NULLS LAST
+),
+grid AS (
+  SELECT inv.*, CAST(g.d AS DATE) AS day
+  FROM inv, bounds,
+  LATERAL generate_series(
+    CAST(greatest(coalesce(inv.inst, bounds.d0), bounds.d0) AS TIMESTAMP),
+    CAST(least(coalesce(inv.rem - 1, bounds.d1), coalesce(inv.first_fday - 1, bounds.d1), bounds.d1) AS TIMESTAMP),
+    INTERVAL 1 DAY) AS g(d)
+),
+tele AS (
+  SELECT serial, day,
+    avg(temp_mean) AS temp_mean, max(temp_max) AS temp_max, avg(power_mean) AS power_mean,
+    avg(util_mean) AS util_mean, avg(sm_clock_mean) AS sm_clock, avg(fan_mean) AS fan_mean,
+    avg(throttle_thermal_share) AS thr_thermal, avg(throttle_hw_slowdown_share) AS thr_hw,
+    avg(throttle_power_brake_share) AS thr_brake,
+    sum(ecc_corrected_delta) AS ecc_c, sum(ecc_uncorrected_delta) AS ecc_u,
+    max(retired_pages_max) AS retired, max(remapped_rows_pending_max) AS remap_p,
+    max(remapped_rows_failed_max) AS remap_f, max(remapped_rows_uncorrectable_max) AS remap_u,
+    max(pcie_width_max_reported - pcie_width_min) AS pcie_deficit, sum(pcie_replay_delta) AS pcie_replay,
+    arg_max(pci_bus_id, samples) AS pci_bus_id
+  FROM gpu_days WHERE serial IS NOT NULL GROUP BY serial, day
+),
+xd AS (
+  SELECT serial, CAST(ts AS DATE) AS day,
+      count(*) FILTER (WHERE severity = 'critical') AS crit,
+      count(*) FILTER (WHERE severity = 'warn') AS warn,
+      count(*) FILTER (WHERE severity = 'app') AS app,
+      count(*) AS n,
+      {xid_day}
+  FROM xid_events WHERE serial IS NOT NULL AND ts IS NOT NULL AND kind = 'Xid'
+  GROUP BY ALL
+),
+hx AS (
+  SELECT host, CAST(ts AS DATE) AS day,
+    count(*) FILTER (WHERE kind = 'SXid') AS sxid,
+    count(*) FILTER (WHERE kind = 'Xid' AND severity = 'critical') AS crit
+  FROM xid_events WHERE ts IS NOT NULL GROUP BY ALL
+),
+tk AS (
+  SELECT serial, CAST(opened_at AS DATE) AS day, count(*) AS n,
+    count(*) FILTER (WHERE action_code = 'RESEAT') AS reseats
+  FROM tickets
+  WHERE serial IS NOT NULL AND opened_at IS NOT NULL
+    AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
+  GROUP BY ALL
+),
+hf AS (
+  SELECT inv.host, f.fday AS day, count(*) AS n
+  FROM fails f JOIN inv USING (serial) GROUP BY ALL
+),
+base AS (
+  SELECT g.serial, g.day, g.host, g.model, g.vendor, g.site, g.batch, g.slot, g.inst, g.first_fday,
+    t.* EXCLUDE (serial, day), x.* EXCLUDE (serial, day),
+    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, hf.n AS host_fails,
+    datediff('day', DATE '1970-01-01', g.day) AS dn
+  FROM grid g
+  LEFT JOIN tele t ON t.serial = g.serial AND t.day = g.day
+  LEFT JOIN xd x ON x.serial = g.serial AND x.day = g.day
+  LEFT JOIN hx ON hx.host = g.host AND hx.day = g.day
+  LEFT JOIN tk ON tk.serial = g.serial AND tk.day = g.day
+  LEFT JOIN hf ON hf.host = g.host AND hf.day = g.day
+),
+roll AS (
+  SELECT serial, day, host, model, vendor, site, batch, first_fday,
+    last_value(pci_bus_id IGNORE NULLS) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS pci_bus_id,
+    CAST(slot AS DOUBLE) AS slot,
+    CAST(datediff('day', inst, day) AS DOUBLE) AS age_days,
+    CAST(count(temp_mean) OVER {w7} AS DOUBLE) AS telemetry_days_7d,
+    avg(temp_mean) OVER {w1} AS temp_mean_1d,
+    avg(temp_mean) OVER {w7} AS temp_mean_7d,
+    avg(temp_mean) OVER {w30} AS temp_mean_30d,
+    max(temp_max) OVER {w7} AS temp_max_7d,
+    regr_slope(temp_mean, dn) OVER {w7} AS temp_slope_7d,
+    avg(power_mean) OVER {w7} AS power_mean_7d,
+    avg(util_mean) OVER {w7} AS util_mean_7d,
+    avg(sm_clock) OVER {w7} AS sm_clock_7d,
+    avg(fan_mean) OVER {w7} AS fan_mean_7d,
+    avg(thr_thermal) OVER {w7} AS throttle_thermal_7d,
+    avg(thr_hw) OVER {w7} AS throttle_hw_7d,
+    avg(thr_brake) OVER {w7} AS power_brake_7d,
+    sum(coalesce(ecc_c, 0)) OVER {w1} AS ecc_corr_1d,
+    sum(coalesce(ecc_c, 0)) OVER {w7} AS ecc_corr_7d,
+    sum(coalesce(ecc_c, 0)) OVER {w30} AS ecc_corr_30d,
+    sum(coalesce(ecc_u, 0)) OVER {w7} AS ecc_uncorr_7d,
+    sum(coalesce(ecc_u, 0)) OVER {w30} AS ecc_uncorr_30d,
+    max(retired) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS retired_pages,
+    max(retired) OVER (PARTITION BY serial ORDER BY day ROWS BETWEEN UNBOUNDED PRECEDING AND 7 PRECEDING) AS retired_before_7d,
+    max(remap_p) OVER {w7} AS remap_pending_7d,
+    max(remap_f) OVER {w30} AS remap_failed_30d,
+    max(remap_u) OVER {w30} AS remap_uncorr_30d,
+    max(pcie_deficit) OVER {w7} AS pcie_width_deficit_7d,
+    sum(coalesce(pcie_replay, 0)) OVER {w7} AS pcie_replay_7d,
+    sum(coalesce(pcie_replay, 0)) OVER {w30} AS pcie_replay_30d,
+    sum(coalesce(crit, 0)) OVER {w1} AS xid_crit_1d,
+    sum(coalesce(crit, 0)) OVER {w7} AS xid_crit_7d,
+    sum(coalesce(crit, 0)) OVER {w30} AS xid_crit_30d,
+    sum(coalesce(warn, 0)) OVER {w7} AS xid_warn_7d,
+    sum(coalesce(warn, 0)) OVER {w30} AS xid_warn_30d,
+    sum(coalesce(app, 0)) OVER {w7} AS xid_app_7d,
+    sum(coalesce(n, 0)) OVER {w30} AS xid_all_30d,
+    max(CASE WHEN crit > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_crit_day,
+    sum(coalesce(host_sxid, 0)) OVER {w7} AS sxid_host_7d,
+    sum(coalesce(host_sxid, 0)) OVER {w30} AS sxid_host_30d,
+    sum(coalesce(host_crit, 0)) OVER {w7} AS host_crit_7d,
+    sum(coalesce(tickets, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS tickets_prior,
+    sum(coalesce(reseats, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS reseats_prior,
+    max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
+    sum(coalesce(host_fails, 0)) OVER {w30} AS host_failures_30d,
+    {xid_roll}
+  FROM base
+),
+fleet AS (
+  SELECT *,
+    temp_mean_7d - median(temp_mean_7d) OVER (PARTITION BY model, day) AS temp_vs_model_7d,
+    power_mean_7d - median(power_mean_7d) OVER (PARTITION BY model, day) AS power_vs_model_7d,
+    sm_clock_7d - median(sm_clock_7d) OVER (PARTITION BY model, day) AS sm_clock_vs_model_7d,
+    fan_mean_7d - median(fan_mean_7d) OVER (PARTITION BY model, day) AS fan_vs_model_7d
+  FROM roll
+)
+SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
+  slot, age_days, telemetry_days_7d,
+  temp_mean_1d, temp_mean_7d, temp_mean_30d, temp_max_7d, temp_slope_7d,
+  temp_mean_7d - temp_mean_30d AS temp_vs_own_30d, temp_vs_model_7d,
+  power_mean_7d, power_vs_model_7d, util_mean_7d, sm_clock_vs_model_7d,
+  fan_mean_7d, fan_vs_model_7d,
+  throttle_thermal_7d, throttle_hw_7d, power_brake_7d,
+  ecc_corr_1d, ecc_corr_7d, ecc_corr_30d,
+  ecc_corr_7d / 7.0 - ecc_corr_30d / 30.0 AS ecc_corr_trend,
+  ecc_uncorr_7d, ecc_uncorr_30d,
+  retired_pages, retired_pages - coalesce(retired_before_7d, 0) AS retired_pages_delta_7d,
+  remap_pending_7d, remap_failed_30d, remap_uncorr_30d,
+  pcie_width_deficit_7d, pcie_replay_7d, pcie_replay_30d,
+  xid_crit_1d, xid_crit_7d, xid_crit_30d, xid_warn_7d, xid_warn_30d, xid_app_7d, xid_all_30d,
+  CAST(coalesce(datediff('day', last_crit_day, day), 999) AS DOUBLE) AS days_since_crit_xid,
+  sxid_host_7d, sxid_host_30d,
+  tickets_prior, reseats_prior,
+  CAST(coalesce(datediff('day', last_ticket_day, day), 999) AS DOUBLE) AS days_since_ticket,
+  host_failures_30d,
+  host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,
+  avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
+  {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
+  CASE
+    WHEN first_fday IS NOT NULL AND first_fday - day <= (SELECT h FROM bounds) THEN true
+    WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL
+    ELSE false
+  END AS label,
+  CASE WHEN first_fday IS NOT NULL THEN datediff('day', day, first_fday) END AS days_to_failure
+FROM fleet
+"""
+
+
+def data_range(wh: Warehouse) -> tuple[date, date] | None:
+    """First and last UTC day of telemetry or Xid data in the warehouse (None when empty)."""
+    row = wh.sql(
+        """SELECT min(d0), max(d1) FROM (
+             SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days
+             UNION ALL SELECT min(CAST(ts AS DATE)), max(CAST(ts AS DATE)) FROM xid_events)""",
+        step="predict: data range",
+    )[0]
+    return None if row[0] is None else (row[0], row[1])
+
+
+def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None) -> int:
+    """Recompute the ``features`` table from the warehouse; returns its row count.
+
+    ``start``/``end`` bound the day grid (default: the data's range). Recomputing the whole
+    table is cheap (one scan per input) and keeps every row consistent with late data.
+    """
+    rng = data_range(wh)
+    if rng is None:
+        wh.sql("DELETE FROM features", step="predict: clear features")
+        return 0
+    start, end = start or rng[0], end or rng[1]
+    sql = features_sql(cfg, failure_events_sql(wh, cfg))
+    cols = ", ".join(f'"{c}"' for c in wh.schemas["features"].names)
+    with wh.transaction():
+        wh.sql("DELETE FROM features", step="predict: clear features")
+        wh.sql(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})",
+               [start, end, cfg.predict.horizon_days], step="predict: features")
+    n = wh.scalar("SELECT count(*) FROM features")
+    log.info("features: %d GPU-days from %s to %s", n, start, end)
+    return n

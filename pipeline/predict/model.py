@@ -1,0 +1,205 @@
+"""The failure model: a class-weighted gradient-boosted tree, calibrated on a later period.
+
+Reads and writes model files only (no tables). A model is a
+``HistGradientBoostingClassifier`` fitted on the training period and wrapped, frozen, in a
+``CalibratedClassifierCV`` fitted on the calibration period (isotonic when the period has
+enough failures, else sigmoid), so ``risk`` is a probability. It is stored with skops (no
+pickle: loading checks every type against a list of trusted scikit-learn/numpy types)
+beside a model card (JSON for programs, Markdown for people) holding its version, data
+range, features, category levels, reference values for explanations and test metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.frozen import FrozenEstimator
+
+from pipeline.errors import FleetfaultError
+from pipeline.predict.features import CATEGORICAL, FEATURES, NUMERIC
+
+log = logging.getLogger(__name__)
+
+#: Most category levels kept per column (the rest are "unknown"); HGB allows 255.
+MAX_LEVELS = 250
+
+#: Calibrate isotonically only with at least this many positive GPU-days in the period.
+ISOTONIC_MIN_POSITIVES = 40
+
+#: Most negative GPU-days trained on; beyond it negatives are sampled and re-weighted.
+MAX_TRAIN_NEGATIVES = 250_000
+
+
+@dataclass(frozen=True)
+class Split:
+    """Train / calibrate / test periods (inclusive days), in time order, with gaps of the
+    horizon between them so that no failure labels GPU-days on both sides of a boundary."""
+
+    train: tuple[date, date]
+    calibrate: tuple[date, date]
+    test: tuple[date, date]
+
+    def to_dict(self) -> dict:
+        return {k: [str(a), str(b)] for k, (a, b) in
+                (("train", self.train), ("calibrate", self.calibrate), ("test", self.test))}
+
+
+def choose_split(first: date, last: date, train_days: int, calibration_days: int, test_days: int,
+                 horizon: int) -> Split | None:
+    """Periods ending at ``last`` (the last labelled day): the configured lengths when the
+    data is long enough (a sliding training window), else 60/20/20 of what there is.
+
+    Returns None when fewer than 7 days would be left for any period.
+    """
+    span = (last - first).days + 1 - 2 * horizon
+    want = train_days + calibration_days + test_days
+    if span < want:
+        test_days = calibration_days = max(0, int(span * 0.2))
+        train_days = span - 2 * test_days
+    if min(train_days, calibration_days, test_days) < 7:
+        return None
+    test = (last - timedelta(days=test_days - 1), last)
+    cal_end = test[0] - timedelta(days=horizon + 1)
+    cal = (cal_end - timedelta(days=calibration_days - 1), cal_end)
+    train_end = cal[0] - timedelta(days=horizon + 1)
+    train = (max(first, train_end - timedelta(days=train_days - 1)), train_end)
+    return Split(train, cal, test)
+
+
+def category_levels(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """The most frequent levels of each categorical column (kept with the model)."""
+    return {c: [str(v) for v in frame[c].value_counts().index[:MAX_LEVELS]] for c in CATEGORICAL}
+
+
+def design_matrix(frame: pd.DataFrame, levels: dict[str, list[str]]) -> pd.DataFrame:
+    """The model's input: numeric features as float32, categoricals with the model's levels."""
+    X = frame[list(NUMERIC)].astype("float32")
+    for c in CATEGORICAL:
+        X[c] = pd.Categorical(frame[c].astype("object"), categories=levels.get(c, []))
+    return X[list(FEATURES)]
+
+
+def fit(X_train: pd.DataFrame, y_train: np.ndarray, X_cal: pd.DataFrame, y_cal: np.ndarray,
+        *, seed: int = 0) -> CalibratedClassifierCV:
+    """Fit the boosted trees on the training period, then calibrate on the calibration period.
+
+    Positives are up-weighted by the square root of the class ratio (enough to learn rare
+    failures without making the trees chase noise); calibration undoes the weighting.
+    """
+    y_train = np.asarray(y_train, dtype=int)
+    pos, neg = int(y_train.sum()), int(len(y_train) - y_train.sum())
+    rng = np.random.default_rng(seed)
+    weight = np.ones(len(y_train))
+    if neg > MAX_TRAIN_NEGATIVES:
+        rate = MAX_TRAIN_NEGATIVES / neg
+        keep = (y_train == 1) | (rng.random(len(y_train)) < rate)
+        X_train, y_train, weight = X_train[keep], y_train[keep], weight[keep]
+        weight[y_train == 0] = 1 / rate
+    weight[y_train == 1] *= max(1.0, np.sqrt(neg / max(pos, 1)))
+    # A feature never reported (no fan on SXM boards) is all-missing, which the binner
+    # rejects; as a constant it gets no splits, so its later values cannot matter.
+    empty = [c for c in NUMERIC if X_train[c].isna().all()]
+    if empty:
+        X_train = X_train.assign(**{c: np.float32(0) for c in empty})
+    hgb = HistGradientBoostingClassifier(
+        learning_rate=0.08, max_iter=150, max_leaf_nodes=15, min_samples_leaf=40,
+        l2_regularization=1.0, early_stopping=False, random_state=seed,
+    )
+    hgb.fit(X_train, y_train, sample_weight=weight)
+    method = "isotonic" if int(np.sum(y_cal)) >= ISOTONIC_MIN_POSITIVES else "sigmoid"
+    cal = CalibratedClassifierCV(FrozenEstimator(hgb), method=method)
+    cal.fit(X_cal, np.asarray(y_cal, dtype=int))
+    log.info("model: %d training rows (%d failures), calibrated %s on %d rows", len(y_train), pos, method, len(y_cal))
+    return cal
+
+
+def reference_values(frame: pd.DataFrame) -> dict:
+    """Typical values (median, most common level): what explanations compare a GPU to."""
+    ref: dict = {c: (None if pd.isna(v) else float(v)) for c, v in frame[list(NUMERIC)].median().items()}
+    for c in CATEGORICAL:
+        mode = frame[c].mode()
+        ref[c] = None if mode.empty else str(mode.iloc[0])
+    return ref
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+#: Type prefixes a stored model may contain; anything else refuses to load.
+_TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.", "collections.", "scipy.", "pandas.")
+_TRUSTED_NAMES = ("functools.partial",)  # sklearn's losses hold partials of its own functions
+
+
+def save(models_dir: Path, version: str, estimator, card: dict) -> Path:
+    """Write ``<version>.skops``, ``<version>.json`` and ``<version>.md``; returns the model path."""
+    import skops.io as sio
+
+    models_dir.mkdir(parents=True, exist_ok=True)
+    path = models_dir / f"{version}.skops"
+    sio.dump(estimator, path)
+    (models_dir / f"{version}.json").write_text(json.dumps(card, indent=2, default=str), encoding="utf-8")
+    (models_dir / f"{version}.md").write_text(card_markdown(card), encoding="utf-8")
+    return path
+
+
+def load(models_dir: Path, version: str):
+    """The stored estimator and its card.
+
+    Raises
+    ------
+    FleetfaultError
+        When the files are missing or hold a type outside the trusted list.
+    """
+    import skops.io as sio
+
+    path, card_path = models_dir / f"{version}.skops", models_dir / f"{version}.json"
+    if not path.exists() or not card_path.exists():
+        raise FleetfaultError(f"model {version} is missing from {models_dir} (expected {path.name} and {card_path.name})")
+    untrusted = sio.get_untrusted_types(file=path)
+    bad = [t for t in untrusted if not t.startswith(_TRUSTED_PREFIXES) and t not in _TRUSTED_NAMES]
+    if bad:
+        raise FleetfaultError(f"{path}: refusing to load types outside scikit-learn/numpy: {bad}")
+    return sio.load(path, trusted=untrusted), json.loads(card_path.read_text(encoding="utf-8"))
+
+
+def current_version(models_dir: Path) -> str | None:
+    """The promoted model's version (``current.json``), or None."""
+    p = models_dir / "current.json"
+    return json.loads(p.read_text(encoding="utf-8"))["version"] if p.exists() else None
+
+
+def promote(models_dir: Path, version: str) -> None:
+    (models_dir / "current.json").write_text(json.dumps({"version": version}) + "\n", encoding="utf-8")
+
+
+def card_markdown(card: dict) -> str:
+    """The model card for people."""
+    m, b = card.get("metrics", {}).get("model", {}), card.get("metrics", {}).get("baseline", {})
+    rows = ["pr_auc", "recall_at_90_precision", "precision_top1pct", "recall_top1pct", "precision_topk",
+            "recall_topk", "median_lead_days", "brier", "ece", "cost_saved"]
+
+    def fmt(v):
+        return "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    lines = [
+        f"# Failure model {card['version']}", "",
+        f"Replacement within {card['horizon_days']} days, per GPU and day. Trained {card['trained_at']}.",
+        f"Promoted: {card.get('promoted')} ({card.get('reason', '')}).", "",
+        "## Data", "",
+        *(f"- {k}: {v[0]} to {v[1]}" for k, v in card["split"].items()),
+        f"- training GPU-days: {card['train_rows']} ({card['train_failures']} positive)",
+        f"- calibration: {card['calibration']}", "",
+        "## Test metrics (model vs rule baseline)", "", "| metric | model | baseline |", "|---|---|---|",
+        *(f"| {r} | {fmt(m.get(r))} | {fmt(b.get(r))} |" for r in rows),
+        "", f"Model recall at the baseline's precision: {fmt(card.get('metrics', {}).get('model_recall_at_baseline_precision'))} "
+        f"(baseline recall {fmt(card.get('metrics', {}).get('baseline_recall'))}).", "",
+        "## Features", "", ", ".join(card["features"]), "",
+    ]
+    return "\n".join(lines)
