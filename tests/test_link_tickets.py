@@ -127,3 +127,17 @@ def test_a_single_edit_finds_the_serial_among_candidates(serial, data):
     others = [f"{random.Random(i).randrange(10**11, 10**12)}" for i in range(50)]
     index = SerialIndex([serial, *others])
     assert serial in index.candidates("".join(s))
+
+
+def test_typo_that_spells_another_real_serial_is_caught_by_the_slot():
+    # ...346 is a real GPU in slot 4, but the ticket is about slot 5, whose GPU ...348 is one typo away.
+    assert linked(("t", "1654620012346", "gpu-sha-a01", 5, T, "GPU", "REPLACE")) == [("1654620012348", "serial_fuzzy")]
+    # A slot GPU far from the written serial: the serial wins (the host may be the typo).
+    assert linked(("t", "1320021000007", "gpu-sha-a01", 5, T, None, None)) == [("1320021000007", "serial_exact")]
+
+
+def test_other_ticket_just_after_a_swap_is_not_guessed():
+    # A reseat ticket two days after slot 3's swap may be about the old GPU or the new one.
+    assert linked(("t", None, "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [(None, None)]
+    assert linked(("t", "1654620099001", "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [
+        ("1654620099001", "serial_exact")]

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from pipeline.config import config_from_dict
 from pipeline.errors import UsageError
-from pipeline.ingest.ticket_columns import clean_serial, clean_slot, infer_dayfirst, map_columns, parse_when
+from pipeline.ingest.ticket_columns import (
+    clean_serial, clean_slot, header_zone, infer_dayfirst, map_columns, parse_when,
+)
 from pipeline.ingest.tickets import load_tickets, point_tz, ticket_files
 from pipeline.run import RunContext
 
@@ -185,6 +187,11 @@ def test_unrecognised_layout_names_the_columns(tmp_path):
     (["ticketId", "serialNumber", "hostName", "failedPart"], {"ticket_id": 0, "serial": 1, "host": 2, "part_text": 3}),
     (["Ticket No.", "SN", "Host/主机名", "槽位", "Symptom"], {"ticket_id": 0, "serial": 1, "slot": 3, "symptom_text": 4}),
     (["Tciket #", "Sympton"], {"ticket_id": 0, "symptom_text": 1}),  # typos
+    (["Case #", "Opened (ET)", "Server", "Location", "GPU", "Serial", "Category", "Summary", "Resolution Notes"],
+     {"ticket_id": 0, "opened_at": 1, "host": 2, "slot": 4, "serial": 5, "part_text": 6, "symptom_text": 7,
+      "action_text": 8}),
+    (["case_number", "created_utc", "board_sn", "failed_component", "failure_mode", "corrective_action"],
+     {"ticket_id": 0, "opened_at": 1, "serial": 2, "part_text": 3, "symptom_text": 4, "action_text": 5}),
 ])
 def test_header_recognition(headers, want):
     got = map_columns(headers)
@@ -250,3 +257,11 @@ def test_cell_helpers_never_raise_unexpectedly(value):
 def test_map_columns_never_raises_and_uses_each_header_once(headers):
     got = map_columns(headers)
     assert len(set(got.values())) == len(got)
+
+
+def test_a_zone_named_in_the_header_wins_over_the_points_zone(tmp_path):
+    text = "Case #,Opened (ET),created_utc,Summary\nN-1,2025-03-10 09:00,2025-03-10 09:00,GPU lost\n"
+    f = write(tmp_path / "sha-noc" / "t.csv", text)
+    row = rows_of(load_tickets(f, 1, "sha-noc", CFG))[0]
+    assert row["opened_at"] == datetime(2025, 3, 10, 13, 0)  # New York, already on daylight time
+    assert header_zone("created_utc") == "UTC" and header_zone("报修时间（北京时间）") == "Asia/Shanghai"

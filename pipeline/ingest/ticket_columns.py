@@ -23,10 +23,10 @@ from pipeline.timeutil import local_to_utc
 FIELD_ALIASES: dict[str, list[str]] = {
     "ticket_id": ["ticket_id", "ticket", "ticket #", "ticket no", "ticket number", "ticketid", "ticket num",
                   "case", "case id", "case #", "case no", "case number", "incident", "incident id", "rma #",
-                  "rma no", "work order", "wo", "wo #", "id", "工单号", "工单编号", "工单", "单号", "工单id",
+                  "rma no", "work order", "wo", "wo #", "id", "case number", "ref", "reference", "工单号", "工单编号", "工单", "单号", "工单id",
                   "服务单号", "报修单号", "维修单号", "案例号", "工單號", "工單編號"],
     "opened_at": ["opened_at", "opened", "open time", "open date", "opened on", "created", "created at",
-                  "create time", "created on", "creation date", "reported", "reported at", "report time",
+                  "create time", "created on", "creation date", "created date", "open", "opened at", "reported", "reported at", "report time",
                   "report date", "date", "datetime", "time", "start time", "开单时间", "报修时间", "创建时间",
                   "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間"],
     "closed_at": ["closed_at", "closed", "close time", "closed on", "close date", "resolved", "resolved at",
@@ -35,21 +35,22 @@ FIELD_ALIASES: dict[str, list[str]] = {
     "updated_at": ["updated_at", "updated", "last updated", "update time", "modified", "last modified",
                    "更新时间", "修改时间", "最后更新", "更新時間"],
     "status": ["status", "state", "ticket status", "状态", "工单状态", "狀態"],
-    "host": ["host", "hostname", "host name", "server", "server name", "node", "node name", "machine",
+    "host": ["host", "hostname", "host name", "server", "server name", "node", "node name", "machine", "system",
              "主机", "主机名", "服务器", "服务器名", "节点", "机器名", "主機名", "伺服器"],
-    "slot": ["slot", "gpu slot", "slot #", "slot no", "gpu index", "gpu #", "gpu id", "position", "槽位",
+    "slot": ["slot", "gpu slot", "slot #", "slot no", "gpu index", "gpu #", "gpu id", "gpu", "gpu no", "position", "槽位",
              "卡槽", "gpu槽位", "gpu位置", "槽位号", "插槽"],
     "serial": ["serial", "sn", "s/n", "serial number", "serial no", "serial #", "gpu sn", "gpu serial",
-               "board serial", "gpu serial number", "序列号", "sn号", "gpu序列号", "gpu sn号", "板卡序列号",
+               "board serial", "board sn", "gpu serial number", "module sn", "序列号", "sn号", "gpu序列号", "gpu sn号", "板卡序列号",
                "序號", "序列號"],
     "part_text": ["part", "parts", "failed part", "faulty part", "fault part", "component", "part name",
-                  "failed component", "defective part", "hardware", "故障部件", "部件", "故障件", "更换部件",
+                  "failed component", "defective part", "hardware", "category", "故障部件", "部件", "故障件", "更换部件",
                   "配件", "故障配件", "故障部位", "部件名称", "故障部件名称"],
     "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description", "description",
-                     "error", "issue description", "problem description", "failure", "failure mode",
+                     "error", "issue description", "problem description", "failure", "failure mode", "summary",
                      "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述"],
     "action_text": ["action", "actions", "resolution", "fix", "action taken", "solution", "repair action",
-                    "repair", "remedy", "work done", "处理措施", "处理方式", "解决方案", "维修措施", "处理",
+                    "repair", "remedy", "work done", "corrective action", "measure", "measures",
+                    "resolution notes", "action notes", "处理措施", "处理方式", "解决方案", "维修措施", "处理",
                     "措施", "处理结果", "维修方式", "處理措施", "處理方式"],
 }
 TEXT_FIELDS = ("part_text", "symptom_text", "action_text")
@@ -59,9 +60,27 @@ HEADER_MIN_SCORE = 84.0
 HEADER_MIN_FUZZY_LEN = 5
 
 
+#: Zones a header may name for its times: ``Opened (ET)``, ``created_utc``, ``报修时间(北京时间)``.
+HEADER_ZONES = {
+    "utc": "UTC", "gmt": "UTC", "z": "UTC", "et": "America/New_York", "est": "America/New_York",
+    "edt": "America/New_York", "pt": "America/Los_Angeles", "pst": "America/Los_Angeles",
+    "pdt": "America/Los_Angeles", "cet": "Europe/Berlin", "cest": "Europe/Berlin", "北京时间": "Asia/Shanghai",
+    "bjt": "Asia/Shanghai",
+}
+_ZONE_IN_HEADER = re.compile(
+    r"(?:\(\s*(" + "|".join(HEADER_ZONES) + r")\s*\)|[\s_](utc|gmt)$)", re.I)
+
+
+def header_zone(name: object) -> str | None:
+    """The zone a header names for its times, if any (``Opened (ET)`` -> America/New_York)."""
+    m = _ZONE_IN_HEADER.search(unicodedata.normalize("NFKC", str(name or "")).strip())
+    return HEADER_ZONES[(m.group(1) or m.group(2)).lower()] if m else None
+
+
 def canonical_header(name: object) -> str:
-    """Header text for comparison: NFKC, lower case, separators as one space."""
-    s = unicodedata.normalize("NFKC", str(name or "")).lower().strip()
+    """Header text for comparison: NFKC, lower case, a zone tag dropped, separators as one space."""
+    s = unicodedata.normalize("NFKC", str(name or "")).strip()
+    s = _ZONE_IN_HEADER.sub("", s).lower().strip()
     s = re.sub(r"[_\-./\\:()\[\]（）]+", " ", s)
     return re.sub(r"\s+", " ", s).strip()
 

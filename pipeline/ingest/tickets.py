@@ -17,7 +17,8 @@ import polars as pl
 
 from pipeline.config import Config, ServicePoint
 from pipeline.ingest.ticket_columns import (
-    TEXT_FIELDS, cell_text, clean_serial, clean_slot, infer_dayfirst, layout_error, map_columns, parse_when,
+    TEXT_FIELDS, cell_text, clean_serial, clean_slot, header_zone, infer_dayfirst, layout_error, map_columns,
+    parse_when,
 )
 from pipeline.ingest.ticket_readers import SUFFIXES, Sheet, read_export
 from pipeline.warehouse import Loaded, Rejected
@@ -92,6 +93,8 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
         body = sheet.rows[start + 1:]
         skipped += start + 1 if sheet.header is None else 0
         width = len(sheet.rows[start][1]) if sheet.header is None else len(sheet.header)
+        header_cells = sheet.header if sheet.header is not None else sheet.rows[start][1]
+        zones = {f: header_zone(header_cells[cols[f]]) or tz for f in _TIME_FIELDS if f in cols}
         dates = [cell_text(c[cols["opened_at"]]) for _, c in body if "opened_at" in cols and cols["opened_at"] < len(c)]
         dayfirst = infer_dayfirst(dates, sp.dayfirst) if not sp.date_format else sp.dayfirst
         for line_no, cells in body:
@@ -100,7 +103,7 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
                 continue
             read += 1
             raw = sheet.raw.get(line_no) or "\t".join("" if c is None else str(c) for c in cells)
-            rec, why = _row(cells, cols, width, sheet.header is None and bool(sheet.raw), tz, dayfirst, sp.date_format)
+            rec, why = _row(cells, cols, width, sheet.header is None and bool(sheet.raw), zones, dayfirst, sp.date_format)
             if why:
                 rejects.append(Rejected(line_no, why[0], raw, why[1]))
                 continue
@@ -114,7 +117,7 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
     return Loaded(tables={"tickets_raw": df}, rows_read=read, rows_loaded=len(rows), rows_skipped=skipped, rejects=rejects)
 
 
-def _row(cells: list, cols: dict[str, int], width: int, check_width: bool, tz: str, dayfirst: bool,
+def _row(cells: list, cols: dict[str, int], width: int, check_width: bool, zones: dict[str, str], dayfirst: bool,
          fmt: str) -> tuple[dict, tuple[str, str] | None]:
     """One data row to a record, or the reason it cannot be loaded."""
     if check_width and len(cells) != width:
@@ -129,7 +132,7 @@ def _row(cells: list, cols: dict[str, int], width: int, check_width: bool, tz: s
     rec["ticket_id"] = tid
     for f in _TIME_FIELDS:
         try:
-            rec[f] = parse_when(get(f), tz, dayfirst=dayfirst, fmt=fmt)
+            rec[f] = parse_when(get(f), zones.get(f, "UTC"), dayfirst=dayfirst, fmt=fmt)
         except (ValueError, OverflowError) as exc:
             if f == "opened_at":
                 return {}, ("bad_timestamp", f"{f}: {exc}")

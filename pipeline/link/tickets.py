@@ -10,8 +10,12 @@ tickets, so a wrong link is worse than none: a ticket is linked
    spreadsheet-rounded serial (``1.65462E+12``) that rounds from exactly one;
 3. ``host_slot``: the GPU in the ticket's host and slot at the ticket's time (for a
    replacement, the GPU taken out of that slot nearest the ticket's time, since tickets
-   are often written after the swap). An ambiguous serial is linked this way only when
+   are often written after the swap; for another ticket written just after a swap, no
+   one: it may be about either GPU). An ambiguous serial is linked this way only when
    the slot's GPU is one of its candidates;
+
+A serial that spells a real GPU but not the one in the ticket's slot, while the slot's
+GPU is one typo away from it, is taken for that typo (``serial_fuzzy``, the slot's GPU);
 
 else it stays unlinked (``serial`` and ``link_method`` null) and is counted in a note.
 """
@@ -114,6 +118,9 @@ class SlotHistory:
             near.sort()
             if near and (len(near) == 1 or near[0][0] < near[1][0]):
                 return near[0][1]
+        elif any(end is not None and when - window <= end <= when for _, end, _ in rows):
+            # The slot's GPU was swapped just before this ticket: it may be about either.
+            return None
         live = [s for start, end, s in rows if (start is None or start <= when) and (end is None or end > when)]
         return live[0] if len(live) == 1 else None
 
@@ -131,7 +138,12 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
         cands = index.candidates(written) if written else set()
         replaced = action == "REPLACE" and part in (None, "GPU")
         by_slot = slots.at(host, slot, when, replaced, window)
-        if len(cands) == 1:
+        if len(cands) == 1 and by_slot and by_slot not in cands and OSA.distance(_fold(written), _fold(by_slot)) <= 1:
+            # The serial names another GPU, the slot's GPU is one typo from it: a typo
+            # that happens to spell a real serial.
+            serials.append(by_slot)
+            methods.append("serial_fuzzy")
+        elif len(cands) == 1:
             (s,) = cands
             serials.append(s)
             methods.append("serial_exact" if s == written else "serial_fuzzy")
