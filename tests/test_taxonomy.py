@@ -90,6 +90,10 @@ def test_missing_taxonomy_file_names_the_setting(tmp_path):
 @pytest.mark.parametrize("raw, canon", [
     ("Customer reports: ＧＰＵ#3 (SN 1652345678901) fell off the bus, XID: 79", "gpu fell off bus xid79"),
     ("客户反馈 H100 顯卡 掉卡了", "显卡掉卡"),
+    ("Tesla V100-SXM2-32GB OAM module", "oam module"),
+    ("H100 SXM5 80GB", "gpu"),
+    ("sha-gpu126 GPU1GSP报错", "gpu gsp 报错"),
+    ("-", "none"),
     ("NVRM: Xid (PCI:0000:3b:00): 79, pid=2314", "nvrm xid79 pid"),
     ("GPU 0000:3b:00.0 link width x8", "gpu link width x8"),
     ("PSU2 fan", "psu fan"),

@@ -1,21 +1,27 @@
-"""Per-dimension alias index: exact lookup, phrase scan, fuzzy fallback on one canonical text.
+"""Per-dimension alias index: exact lookup, phrase scan, fuzzy matching on one canonical text.
 
 :meth:`AliasIndex.match` codes one text; :meth:`AliasIndex.match_many` codes many at once
 with the same result for each, doing the fuzzy step for all of them in one
-``rapidfuzz.process.cdist`` call. The matcher uses ``match_many`` on distinct texts and
-``match`` in the row-by-row baseline the benchmark compares against.
+``rapidfuzz.process.cdist`` call per chunk. The matcher uses ``match_many`` on distinct
+texts and ``match`` in the row-by-row baseline the benchmark compares against.
 
-Scores (0-100): exact whole-text alias 100 (weak alias 80); named inside a longer text 95
-(weak 80); several codes named and the dimension's rule picks one 88 (part: the head noun of
-an adjacent pair like "GPU fan" 92; not adjacent: 70, review); fuzzy: the rapidfuzz ratio
-of the closest alias to a word n-gram or the whole text.
+A text is matched in two steps. First the plan: the whole text as an alias (exact), else
+every alias named inside it (a regex of all aliases, longest first; ASCII aliases only at
+word boundaries; a name right after "no"/"not"/未/没有 does not count), leaving the fuzzy
+queries: word n-grams the scan did not explain (typos: "correctble ECC errs"), or, when
+nothing strong was named, the whole text and all its word n-grams. Then the finish: fuzzy
+hits merged with the named ones and one code chosen.
+
+Scores (0-100): exact whole-text alias 100; named inside a longer text 95; several codes
+named and the dimension's rule picks one 88 (part: the head noun of an adjacent pair like
+"GPU fan" 92; not adjacent: 70, review); a fuzzy hit caps the score at its rapidfuzz ratio;
+weak aliases 80 (review, but the first suggestion).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 from rapidfuzz import fuzz, process
@@ -27,23 +33,29 @@ VAGUE = ""  # pseudo code of a phrase that names nothing
 
 S_EXACT, S_WEAK, S_NAMED, S_HEAD, S_PRIORITY, S_AMBIGUOUS = 100.0, 80.0, 95.0, 92.0, 88.0, 70.0
 FUZZY_MIN = 75.0  # below this a fuzzy neighbour is no evidence at all
-_FUZZY_MIN_LEN = 4
+FUZZY_EXTEND = 88.0  # a typo beside named aliases must be this close to count
 _CHUNK = 2048
 _NEGATION = re.compile(r"(?:(?<![a-z])(?:no|not|non|without|never)|未|没有|没|无(?!法))\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
+class Match(NamedTuple):
     """A code for one text in one dimension (code None: nothing found)."""
 
     code: str | None
     score: float
-    how: str  # exact, named, head, priority, ambiguous, fuzzy, vague, empty, none
+    how: str  # exact, named, head, priority, ambiguous, fuzzy, weak, vague, empty, none, learned, context
 
 
 NOTHING = Match(None, 0.0, "none")
 EMPTY = Match(None, 0.0, "empty")
+
+
+class _Plan(NamedTuple):
+    done: Match | None
+    hits: tuple  # ((start, end, code, strength), ...) strong and weak named aliases, vague spans
+    queries: tuple  # ((start, end, text), ...) to match fuzzily
+    extend: bool  # queries only refine strong hits
 
 
 class AliasIndex:
@@ -53,8 +65,7 @@ class AliasIndex:
         self.dimension = dimension
         self.rule = tax.resolve.get(dimension, "priority")
         self.rank = {c: i for i, c in enumerate(tax.priority[dimension])}
-        # alias -> (code, strength); later entries never override earlier ones
-        table: dict[str, tuple[str, float]] = {}
+        table: dict[str, tuple[str, float]] = {}  # alias -> (code, strength); first claim wins
         for c in tax.codes[dimension].values():
             for a in c.aliases:
                 table.setdefault(a, (c.code, S_EXACT))
@@ -69,106 +80,140 @@ class AliasIndex:
         self.exact = table
         scan = sorted((a for a in table if len(a) > 1), key=lambda a: (-len(a), a))
         self._scan = re.compile("|".join(_bounded(a) for a in scan)) if scan else None
-        self.choices = [a for a in table if len(a) >= _FUZZY_MIN_LEN or (is_cjk(a) and len(a) >= 2)]
+        self.choices = [a for a in table if len(a) >= 3 or (is_cjk(a) and len(a) >= 2)]
         self.choice_codes = [table[a] for a in self.choices]
 
-    # -- one text ---------------------------------------------------------------------
+    # -- one text, many texts -----------------------------------------------------------
     def match(self, text: str) -> Match:
-        """Code one canonical text (exact, scan, then fuzzy with ``process.extractOne``)."""
-        first = self._direct(text)
-        if first is not None:
-            return first
-        best_i, best_s = -1, 0.0
-        for q in _queries(text):
+        """Code one canonical text; fuzzy queries go one by one to ``process.extractOne``."""
+        plan = self._plan(text)
+        if plan.done is not None:
+            return plan.done
+        best = []
+        for _, _, q in plan.queries:
             hit = process.extractOne(q, self.choices, scorer=fuzz.ratio, score_cutoff=FUZZY_MIN)
-            if hit is not None and hit[1] > best_s:
-                best_i, best_s = hit[2], hit[1]
-        return self._fuzzy(best_i, best_s)
+            best.append((hit[2], float(hit[1])) if hit is not None else (-1, 0.0))
+        return self._finish(plan, best)
 
     def match_many(self, texts: Iterable[str]) -> list[Match]:
-        """Code many canonical texts: same results as :meth:`match`, fuzzy step batched."""
-        texts = list(texts)
-        out: list[Match | None] = [self._direct(t) for t in texts]
-        pending = [i for i, m in enumerate(out) if m is None]
+        """Code many canonical texts: the results of :meth:`match`, fuzzy step batched."""
+        plans = [self._plan(t) for t in texts]
         queries: dict[str, int] = {}
-        per_text = {i: [queries.setdefault(q, len(queries)) for q in _queries(texts[i])] for i in pending}
-        best_choice = np.zeros(len(queries), dtype=np.int64)
-        best_score = np.zeros(len(queries), dtype=np.float64)
+        for p in plans:
+            if p.done is None:
+                for _, _, q in p.queries:
+                    queries.setdefault(q, len(queries))
         qs = list(queries)
+        best_choice = np.full(len(qs), -1, dtype=np.int64)
+        best_score = np.zeros(len(qs), dtype=np.float64)
         for lo in range(0, len(qs) if self.choices else 0, _CHUNK):
             # float64 like extractOne, in chunks to bound memory (queries x aliases)
             scores = process.cdist(qs[lo:lo + _CHUNK], self.choices, scorer=fuzz.ratio,
                                    score_cutoff=FUZZY_MIN, dtype=np.float64, workers=1)
-            best_choice[lo:lo + _CHUNK] = scores.argmax(axis=1)
-            best_score[lo:lo + _CHUNK] = scores.max(axis=1)
-        for i in pending:
-            best_i, best_s = -1, 0.0
-            for qi in per_text[i]:
-                s = float(best_score[qi])
-                if s >= FUZZY_MIN and s > best_s:
-                    best_i, best_s = int(best_choice[qi]), s
-            out[i] = self._fuzzy(best_i, best_s)
-        return out  # type: ignore[return-value]
+            arg = scores.argmax(axis=1)
+            top = scores[np.arange(len(arg)), arg]
+            best_choice[lo:lo + _CHUNK] = np.where(top >= FUZZY_MIN, arg, -1)
+            best_score[lo:lo + _CHUNK] = np.where(top >= FUZZY_MIN, top, 0.0)
+        return self._finish_all(plans, queries, best_choice, best_score)
+
+    def _finish_all(self, plans, queries, best_choice, best_score) -> list[Match]:
+        out = []
+        for p in plans:
+            if p.done is not None:
+                out.append(p.done)
+                continue
+            best = [(int(best_choice[queries[q]]), float(best_score[queries[q]])) for _, _, q in p.queries]
+            out.append(self._finish(p, best))
+        return out
 
     def suggest(self, text: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best codes for a text by fuzzy similarity to their aliases."""
         found: dict[str, float] = {}
-        first = self._direct(text)
-        if first is not None and first.code:
+        first = self.match(text)
+        if first.code:
             found[first.code] = first.score
-        for q in _queries(text) or [text]:
-            for alias, s, i in process.extract(q, self.choices, scorer=fuzz.WRatio, limit=20):
+        for q in _ngrams(text) or [(0, 0, text)]:
+            for _, s, i in process.extract(q[2], self.choices, scorer=fuzz.WRatio, limit=20):
                 code = self.choice_codes[i][0]
                 if code != VAGUE and s > found.get(code, -1):
                     found[code] = round(float(s), 1)
         return sorted(found.items(), key=lambda kv: (-kv[1], self.rank.get(kv[0], 99)))[:k]
 
     # -- steps ------------------------------------------------------------------------
-    def _direct(self, text: str) -> Match | None:
-        """Exact or scan result, or None when only fuzzy matching is left."""
+    def _plan(self, text: str) -> _Plan:
         if not text:
-            return EMPTY
+            return _Plan(EMPTY, (), (), False)
         hit = self.exact.get(text)
         if hit is not None:
             code, strength = hit
-            return Match(None, 0.0, "vague") if code == VAGUE else Match(code, strength, "exact")
-        if self._scan is None:
-            return None
-        hits = []  # (start, end, code, strength)
-        for m in self._scan.finditer(text):
+            if code == VAGUE:
+                return _Plan(Match(None, 0.0, "vague"), (), (), False)
+            if strength >= S_EXACT:
+                return _Plan(Match(code, strength, "exact"), (), (), False)
+        hits = []
+        for m in self._scan.finditer(text) if self._scan else ():
             code, strength = self.exact[m.group()]
-            if code != VAGUE and not _NEGATION.search(text, 0, m.start()):
+            if code == VAGUE or not _NEGATION.search(text, 0, m.start()):
                 hits.append((m.start(), m.end(), code, strength))
-            elif code == VAGUE:
-                hits.append((m.start(), m.end(), VAGUE, 0.0))
-        named = [h for h in hits if h[2] != VAGUE]
-        if not named:
-            return Match(None, 0.0, "vague") if hits else None
-        strong = [h for h in named if h[3] >= S_EXACT]
-        use = strong or named
-        codes = list(dict.fromkeys(h[2] for h in use))
+            else:
+                hits.append((m.start(), m.end(), VAGUE, 0.0))  # negated: explained, not evidence
+        grams = _ngrams(text)
+        if any(h[3] >= S_EXACT for h in hits):
+            # only typos of words nothing explained; with neighbours, so a typo can extend a name
+            free = [g for g in grams if any(_uncovered(ws, we, hits) and we - ws >= 5 for ws, we in _spans(text, g))]
+            return _Plan(None, tuple(hits), tuple(free), True)
+        whole = ((0, len(text), text),) if len(text) <= 40 and not any(g[2] == text for g in grams) else ()
+        return _Plan(None, tuple(hits), whole + tuple(grams), False)
+
+    def _finish(self, plan: _Plan, best: list[tuple[int, float]]) -> Match:
+        fuzzy = []
+        for (start, end, _), (i, s) in zip(plan.queries, best):
+            if i < 0:
+                continue
+            code, strength = self.choice_codes[i]
+            if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
+                fuzzy.append((start, end, code, s))
+        if plan.extend:
+            return self._decide(_merge([h for h in plan.hits if h[2] != VAGUE and h[3] >= S_EXACT], fuzzy))
+        strongest = max(fuzzy, key=lambda f: f[3], default=None)
+        floor = self._weak(plan.hits)
+        if strongest is not None and strongest[3] > floor.score:
+            return Match(strongest[2], round(min(strongest[3], 99.0), 1), "fuzzy")
+        return floor
+
+    def _weak(self, hits) -> Match:
+        weak = [h for h in hits if h[2] != VAGUE]
+        codes = list(dict.fromkeys(h[2] for h in weak))
         if len(codes) == 1:
-            return Match(codes[0], S_NAMED if strong else S_WEAK, "named")
-        return self._resolve(text, use, bool(strong))
+            return Match(codes[0], S_WEAK, "weak")
+        if codes:
+            return Match(min(codes, key=lambda c: self.rank.get(c, len(self.rank))), S_AMBIGUOUS, "weak")
+        return Match(None, 0.0, "vague") if hits else NOTHING
 
-    def _resolve(self, text: str, hits: list, strong: bool) -> Match:
-        cap = S_NAMED if strong else S_WEAK
+    def _decide(self, hits: list) -> Match:
+        """One code from the named (and typo) hits, in text order: (start, end, code, score)."""
+        cap = min(S_NAMED, min(h[3] for h in hits))
+        codes = list(dict.fromkeys(h[2] for h in hits))
+        if len(codes) == 1:
+            return Match(codes[0], round(cap, 1), "named")
         if self.rule == "last":
-            last = hits[-1]
-            prev = hits[-2]
-            if prev[2] != last[2] and not text[prev[1]:last[0]].strip():
-                return Match(last[2], min(S_HEAD, cap), "head")
+            last, prev = hits[-1], hits[-2]
+            if prev[2] != last[2] and prev[1] + 1 >= last[0]:
+                return Match(last[2], round(min(S_HEAD, cap), 1), "head")
             return Match(last[2], S_AMBIGUOUS, "ambiguous")
-        code = min((h[2] for h in hits), key=lambda c: self.rank.get(c, len(self.rank)))
-        return Match(code, min(S_PRIORITY, cap), "priority")
+        code = min(codes, key=lambda c: self.rank.get(c, len(self.rank)))
+        return Match(code, round(min(S_PRIORITY, cap), 1), "priority")
 
-    def _fuzzy(self, i: int, score: float) -> Match:
-        if i < 0:
-            return NOTHING
-        code, strength = self.choice_codes[i]
-        if code == VAGUE:
-            return Match(None, 0.0, "vague")
-        return Match(code, round(min(score, 99.0) * (1.0 if strength >= S_EXACT else 0.8), 1), "fuzzy")
+
+def _merge(named: list, fuzzy: list) -> list:
+    """Named hits plus typo hits; a typo hit that covers named ones replaces them (longest first)."""
+    hits = list(named)
+    for f in sorted(fuzzy, key=lambda f: (f[0] - f[1], -f[3], f[0])):
+        inside = [h for h in hits if h[0] < f[1] and f[0] < h[1]]
+        if all(f[0] <= h[0] and h[1] <= f[1] and h[3] >= S_EXACT for h in inside) and \
+                not any(h[3] < S_EXACT for h in inside):
+            hits = [h for h in hits if h not in inside] + [f]
+    return sorted(hits)
 
 
 def _bounded(alias: str) -> str:
@@ -178,15 +223,22 @@ def _bounded(alias: str) -> str:
     return head + re.escape(alias) + tail
 
 
-def _queries(text: str) -> list[str]:
-    """What fuzzy matching compares with aliases: the whole (short) text and word n-grams."""
+def _ngrams(text: str) -> list[tuple[int, int, str]]:
+    """Word 1-, 2- and 3-grams of the ASCII words, with their spans, at least 4 characters."""
+    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
     out = []
-    if len(text) <= 40:
-        out.append(text)
-    words = _WORD.findall(text)
     for n in (1, 2, 3):
         for i in range(len(words) - n + 1):
-            q = " ".join(words[i:i + n])
-            if len(q) >= _FUZZY_MIN_LEN and q not in out:
-                out.append(q)
+            q = " ".join(w for _, _, w in words[i:i + n])
+            if len(q) >= 4:
+                out.append((words[i][0], words[i + n - 1][1], q))
     return out
+
+
+def _spans(text: str, gram: tuple[int, int, str]) -> list[tuple[int, int]]:
+    """Spans of the words of an n-gram."""
+    return [(gram[0] + m.start(), gram[0] + m.end()) for m in _WORD.finditer(text[gram[0]:gram[1]])]
+
+
+def _uncovered(start: int, end: int, hits) -> bool:
+    return not any(h[0] < end and start < h[1] for h in hits)

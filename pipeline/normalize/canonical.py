@@ -27,7 +27,7 @@ _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 
-_XID = re.compile(r"(?<![a-z0-9])(s?)xid\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])")
+_XID = re.compile(r"(?<![a-z])(s?)xid\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])")
 _SXID_BARE = re.compile(r"(?<![a-z0-9])sxid(?![a-z])\d*")
 _PCI = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b")
 _SERIAL_TAG = re.compile(r"(?:\bs/?n\b|\bserial(?:\s*(?:no|number|#))?\b|序列号|序号|sn号)\s*[:：#=]?\s*[a-z0-9\-]*")
@@ -37,9 +37,30 @@ _BOILER = re.compile(
     r"reported by (?:the )?(?:customer|user)|per (?:the )?customer|users? report(?:s|ed)?|"
     r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
     r"客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
-    r"故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|"
-    r"客戶反饋|客戶反映|用戶反饋"
+    r"故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|需要处理|需处理|请处理|"
+    r"请尽快|紧急|客戶反饋|客戶反映|用戶反饋|"
+    r"(?:seen|found) in (?:dmesg|syslog|the logs?|logs)|\bp(?:lea)?se? check\b|\bpls check\b|\burgent\b|\basap\b|"
+    r"\bdcgm diag(?:nostics?)?\b"
 )
+# GPU model names as nvidia-smi and asset registries write them: H100 80GB HBM3,
+# A100-SXM4-80GB, Tesla V100-SXM2-32GB, RTX 6000 Ada, L40S, H200 141GB HBM3e, GB200 NVL72.
+_MODEL = re.compile(
+    r"(?<![a-z0-9])(?:rtx\s*(?:pro\s*)?\d{4}|(?:gb|gh|mi|[abhlvtkpm])\d{2,4}[a-z]?)"
+    r"(?:[\s\-]*(?:sxm\d?|pcie|nvl\d*|ada|blackwell|\d+\s*gb|hbm\d?e?|mig|max\s*q))*(?![a-z0-9])"
+)
+# Host names (sha-gpu126, node-12, gpu-a01): hyphenated, one part mixing letters and digits
+# or a number of two or more digits. re-seat, nvidia-smi and connectx-7 stay.
+_HOST = re.compile(r"(?<![a-z0-9])[a-z0-9]+(?:[\-_.][a-z0-9]+)+(?![a-z0-9])")
+_HOSTISH = re.compile(r"[a-z]+\d|\d+[a-z]|^\d{2,}$")
+_SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
+# Abbreviations technicians write, expanded so aliases need to list only the full word.
+_ABBREV = {
+    "pwr": "power", "temp": "temperature", "temps": "temperature", "mem": "memory", "err": "error",
+    "errs": "errors", "rbt": "reboot", "repl": "replaced", "rplcd": "replaced", "replcd": "replaced",
+    "perf": "performance", "fail": "failure", "mod": "module", "cust": "customer", "w": "with",
+    "assy": "assembly", "hw": "hardware", "sw": "software", "fw": "firmware",
+    "mobo": "motherboard", "mb": "motherboard", "psus": "psu", "gpus": "gpu", "pkg": "package",
+}
 _NOT_WORD = re.compile(f"[^a-z0-9{_CJK}]+")
 _ASCII_CJK = re.compile(f"(?<=[a-z0-9])(?=[{_CJK}])|(?<=[{_CJK}])(?=[a-z0-9])")
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
@@ -50,6 +71,8 @@ _STOP = frozenset(
     "then tesla hopper ampere blackwell volta geforce quadro rtx nvidia's".split()
 )
 _CJK_STOP = re.compile("[了的已请]")
+_DIGITS = re.compile(r"\d+")
+_DASHES = re.compile(r"\s*[\-\u2010-\u2015/]+\s*")
 
 
 def is_cjk(text: str) -> bool:
@@ -57,11 +80,19 @@ def is_cjk(text: str) -> bool:
     return bool(_CJK_RE.search(text))
 
 
+def _drop_host(m: re.Match) -> str:
+    parts = re.split(r"[\-_.]", m.group())
+    return " " if any(_HOSTISH.search(p) for p in parts) else m.group()
+
+
 def _once(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold().translate(_TRAD_MAP)
     t = _XID.sub(lambda m: f" {'sxid' if m.group(1) else 'xid' + m.group(2)} ", t)
     t = _SXID_BARE.sub(" sxid ", t)
     t = _PCI.sub(" ", t)
+    t = _HOST.sub(_drop_host, t)
+    t = _MODEL.sub(" ", t)
+    t = _SIZE.sub(" ", t)
     t = _SERIAL_TAG.sub(" ", t)
     t = _SLOT.sub(" ", t)
     t = _BOILER.sub(" ", t)
@@ -75,7 +106,10 @@ def _once(text: str) -> str:
                 words.append(w)
             elif m := _WORD_SLOT.fullmatch(w):
                 words.append(m.group(1))  # gpu3, psu2, sxm5: the word without its number
-            continue  # serials, model names (h100, a800, l40s), bare numbers
+            else:  # card1gsp -> card gsp; serials and bare numbers leave nothing
+                words.extend(p for p in _DIGITS.split(w) if len(p) > 1 and p not in _STOP)
+            continue
+        w = _ABBREV.get(w, w)
         if w not in _STOP:
             words.append(w)
     return _CJK_SPACE.sub("", " ".join(words))
@@ -93,8 +127,8 @@ def canonical(text: str | None) -> str:
     -------
     str
         Lower case, half-width, simplified Chinese, words separated by single spaces, no
-        space between Chinese characters; serials, slot numbers, model names and
-        boilerplate removed; ``Xid 79`` as ``xid79``.
+        space between Chinese characters; serials, host names, slot numbers, model names
+        and boilerplate removed (a text that is only a model name is ``gpu``); ``Xid 79`` as ``xid79``.
 
     Examples
     --------
@@ -106,9 +140,14 @@ def canonical(text: str | None) -> str:
     if text is None:
         return ""
     t = str(text)
+    if _DASHES.fullmatch(t):
+        return "none"  # a cell holding only "-" or "/" means none
+    raw = t
     for _ in range(8):  # each pass only removes; a fixpoint makes it idempotent
         nxt = _once(t)
         if nxt == t:
             break
         t = nxt
+    if not t and _MODEL.search(unicodedata.normalize("NFKC", raw).casefold()):
+        return "gpu"  # nothing but a model name ("H100 SXM5 80GB"): the GPU
     return t

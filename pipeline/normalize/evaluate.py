@@ -1,0 +1,107 @@
+"""Scoring coded tickets against ground truth.
+
+Reads a coded ticket table (the ``normalize`` contract's columns) and a truth table (the
+simulator's ``truth/tickets.csv`` or any gold file with ``service_point, ticket_id`` and the
+code columns); writes nothing itself. Joined on ``(service_point, ticket_id)``, it reports
+per dimension the precision on automatically coded rows (the ones nobody reviews, so the
+ones that must be right), the coverage (share coded automatically) and a confusion table
+of the errors, which is where new aliases come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from pipeline.errors import UsageError
+from pipeline.normalize.taxonomy import DIMENSIONS
+
+__all__ = ["EvalReport", "score"]
+
+KEYS = ("service_point", "ticket_id")
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """What :func:`score` found.
+
+    Attributes
+    ----------
+    summary : polars.DataFrame
+        One row per dimension: ``dimension, tickets, auto, correct, precision, coverage``.
+    confusion : polars.DataFrame
+        The errors on auto-coded rows: ``dimension, truth, coded, n`` (most frequent first).
+    missed : polars.DataFrame
+        Rows left to review, per dimension and true code: ``dimension, truth, n``.
+    unmatched_coded, unmatched_truth : int
+        Coded rows without truth, truth rows without a coded row.
+    """
+
+    summary: pl.DataFrame
+    confusion: pl.DataFrame
+    missed: pl.DataFrame
+    unmatched_coded: int
+    unmatched_truth: int
+
+    def passed(self, precision: float = 0.99, coverage: float = 0.95) -> bool:
+        """True when every dimension meets both targets."""
+        s = self.summary
+        return s.height > 0 and bool(((s["precision"] >= precision) & (s["coverage"] >= coverage)).all())
+
+
+def score(coded: pl.DataFrame, truth: pl.DataFrame) -> EvalReport:
+    """Score coded tickets against truth.
+
+    Parameters
+    ----------
+    coded : polars.DataFrame
+        ``service_point, ticket_id`` and ``<dimension>_code`` columns (null: not coded).
+    truth : polars.DataFrame
+        ``service_point, ticket_id`` and the true ``<dimension>_code`` columns; a dimension
+        missing from either table is left out.
+
+    Returns
+    -------
+    EvalReport
+
+    Examples
+    --------
+    >>> c = pl.DataFrame({"service_point": ["a", "a"], "ticket_id": ["1", "2"], "part_code": ["GPU", None]})
+    >>> t = pl.DataFrame({"service_point": ["a", "a"], "ticket_id": ["1", "2"], "part_code": ["GPU", "FAN"]})
+    >>> score(c, t).summary.select("precision", "coverage").row(0)
+    (1.0, 0.5)
+    """
+    for name, df in (("coded", coded), ("truth", truth)):
+        missing = [k for k in KEYS if k not in df.columns]
+        if missing:
+            raise UsageError(f"{name} table lacks {', '.join(missing)} (has: {', '.join(df.columns)}); "
+                             "both tables need service_point and ticket_id to be joined")
+    dims = [d for d in DIMENSIONS if f"{d}_code" in coded.columns and f"{d}_code" in truth.columns]
+    if not dims:
+        raise UsageError("no code column in both tables: expected part_code, symptom_code or action_code")
+    cols = [f"{d}_code" for d in dims]
+
+    def keyed(df: pl.DataFrame, suffix: str) -> pl.DataFrame:
+        return (df.select([pl.col(k).cast(pl.Utf8) for k in KEYS]
+                          + [pl.col(c).cast(pl.Utf8).str.strip_chars().replace("", None).alias(c + suffix) for c in cols])
+                .unique(subset=list(KEYS), keep="last"))
+
+    c, t = keyed(coded, "_c"), keyed(truth, "_t")
+    j = c.join(t, on=list(KEYS), how="inner")
+    rows, confusion, missed = [], [], []
+    for d, col in zip(dims, cols):
+        got, want = pl.col(col + "_c"), pl.col(col + "_t")
+        auto = j.filter(got.is_not_null())
+        correct = auto.filter(got == want).height
+        rows.append({"dimension": d, "tickets": j.height, "auto": auto.height, "correct": correct,
+                     "precision": correct / auto.height if auto.height else 1.0,
+                     "coverage": auto.height / j.height if j.height else 0.0})
+        confusion.append(auto.filter(got != want).group_by(want.alias("truth"), got.alias("coded")).len("n")
+                         .with_columns(pl.lit(d).alias("dimension")))
+        missed.append(j.filter(got.is_null()).group_by(want.alias("truth")).len("n")
+                      .with_columns(pl.lit(d).alias("dimension")))
+    conf = (pl.concat(confusion).select("dimension", "truth", "coded", "n")
+            .sort(["n", "dimension", "truth"], descending=[True, False, False]))
+    miss = pl.concat(missed).select("dimension", "truth", "n").sort(["n", "dimension"], descending=[True, False])
+    return EvalReport(pl.DataFrame(rows), conf, miss, c.height - j.height, t.height - j.height)
