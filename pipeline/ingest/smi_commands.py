@@ -8,12 +8,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
+from pipeline.cli import ConfigOpt, console, group, out_console, setup
 from pipeline.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import ConfigOpt, console, group, out_console, setup
-
     parse = group("parse", "Parse raw logs to clean tables, without a warehouse.")
 
     @parse.command("smi")
