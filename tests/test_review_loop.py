@@ -117,3 +117,37 @@ def test_later_answer_replaces_earlier_and_csv_round_trips(cli, warehouse, tmp_p
 def test_review_without_a_warehouse_is_a_usage_error(cli, tmp_path, capsys):
     assert cli("review", "export", "-o", tmp_path / "r.xlsx", "--warehouse", tmp_path / "none.duckdb") == 2
     assert "run `fleetfault run` first" in capsys.readouterr().err
+
+
+def test_with_the_real_matcher_a_reviewed_text_and_its_variants_code_automatically(cli, tmp_path):
+    """No fake here: the bundled taxonomy and matcher, end to end through the CLI."""
+    from pipeline.config import config_from_dict
+    from pipeline.run import RunContext, resolve_stage
+    from pipeline.warehouse import Warehouse
+
+    data = tmp_path / "real"
+    point = data / "tickets" / "sjc-depot"
+    point.mkdir(parents=True)
+    head = "Ticket ID,Opened,Part,Problem Description,Resolution\n"
+    (point / "a.csv").write_text(head + "S-1,2025-03-01 10:00,GPU,the thingy is borked,RMA\n"
+                                        "S-2,2025-03-01 11:00,显卡,掉卡 Xid 79,重新插拔后恢复\n")
+    wh_path = tmp_path / "real.duckdb"
+    stages = ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run", "pipeline.link.tickets:run")
+
+    def run_all():
+        with Warehouse(wh_path) as wh:
+            ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
+            for s in stages:
+                resolve_stage(s)(ctx)
+            return {r[0]: r[1:] for r in wh.sql("SELECT ticket_id, symptom_code, review FROM tickets")}
+
+    got = run_all()
+    assert got["S-2"] == ("FELL_OFF_BUS", False) and got["S-1"] == (None, True)
+    out = tmp_path / "review.xlsx"
+    assert cli("review", "export", "-o", out, "--warehouse", wh_path) == 0
+    fill(out, {("symptom", "the thingy is borked"): "HANG"})
+    assert cli("review", "import", out, "--warehouse", wh_path) == 0
+    (point / "b.csv").write_text(head + "S-3,2025-03-02 10:00,GPU,The thingy is BORKED!!,RMA\n"
+                                        "S-4,2025-03-02 11:00,GPU,the thingy is borkd,RMA\n")
+    got = run_all()
+    assert got["S-1"] == got["S-3"] == got["S-4"] == ("HANG", False)
