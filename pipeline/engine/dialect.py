@@ -15,6 +15,10 @@ class Dialect:
     name = "duckdb"
     string_type = "VARCHAR"
 
+    def quote(self, name: str) -> str:
+        """A quoted identifier."""
+        return '"' + name.replace('"', '""') + '"'
+
     def timestamp(self, value: datetime) -> str:
         """A timestamp literal."""
         return f"TIMESTAMP '{value:%Y-%m-%d %H:%M:%S.%f}'"
@@ -44,6 +48,9 @@ class DuckDBDialect(Dialect):
 class SparkDialect(Dialect):
     name = "spark"
     string_type = "STRING"
+
+    def quote(self, name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
 
     def epoch_seconds(self, expr: str) -> str:
         return f"(unix_micros({expr}) / 1e6)"

@@ -46,8 +46,8 @@ def lifetimes(source: Any, cfg: Config | Stats | None = None) -> Lifetimes:
         return from_warehouse(DuckDBEngine(source.con), scfg)
     if isinstance(source, (str, Path)):
         return from_lifetime_table(source)
-    if isinstance(source, pl.DataFrame):
-        return from_frame(lifetime_frame(source))
+    if isinstance(source, pl.DataFrame):  # a raw lifetime table, or one already shaped
+        return from_frame(source if "exit_age_days" in source.columns else lifetime_frame(source))
     if hasattr(source, "to_records"):  # pandas
         return from_frame(lifetime_frame(pl.from_pandas(source)))
     raise UsageError(f"cannot compute statistics from a {type(source).__name__}: pass a Warehouse, a DuckDB "
@@ -118,6 +118,6 @@ def compare(source: Any, by: str = "batch", cfg: Config | Stats | None = None) -
     if col is None:
         raise UsageError("compare needs a column to group by (batch, vendor, model, ...)")
     counts = rates.afr_table(lt.engine, lt.relation, [col], confidence=scfg.confidence)
-    models = single_models(lt.engine.pl(f"SELECT DISTINCT {rates._q(col)}, model FROM {lt.relation}",
+    models = single_models(lt.engine.pl(f"SELECT DISTINCT {lt.engine.dialect.quote(col)}, model FROM {lt.relation}",
                                         step="stats: models per group"), col) if "model" in lt.group_columns else {}
     return compare_groups(counts, col, confidence=scfg.confidence, models=models)

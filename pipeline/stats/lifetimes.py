@@ -22,6 +22,7 @@ from pipeline.stats.failures import derive_failures
 REQUIRED = ("id", "start", "end", "failed")
 RESERVED = set(REQUIRED) | {"entry"}
 _TRUE = {"1", "true", "yes", "y", "t", "dead", "failed"}
+_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d")
 _FALSE = {"0", "false", "no", "n", "f", "", "alive", "censored"}
 
 
@@ -56,11 +57,10 @@ def _to_bool(col: pl.Series, path: str) -> pl.Series:
 def _to_datetime(col: pl.Series, name: str, path: str) -> pl.Series:
     if col.dtype in (pl.Date, pl.Datetime):
         return col.cast(pl.Datetime("us"))
-    text = col.cast(pl.Utf8).str.strip_chars()
-    parsed = text.str.to_datetime(strict=False, time_unit="us")
-    if parsed.is_null().sum() > text.is_null().sum():
-        # dates only, or ISO with a 'T'
-        parsed = text.str.to_date(strict=False).cast(pl.Datetime("us")).fill_null(parsed)
+    text = col.cast(pl.Utf8).str.strip_chars().replace("", None).str.replace("T", " ", literal=True)
+    parsed = pl.select(pl.coalesce(
+        [text.str.strptime(pl.Datetime("us"), fmt, strict=False) for fmt in _FORMATS]
+    )).to_series()
     bad = text.filter(parsed.is_null() & text.is_not_null())
     if bad.len():
         raise UsageError(f"--lifetimes {path}: column {name!r} has a value that is not a date: {bad[0]!r} "

@@ -63,13 +63,10 @@ def check_by(by: list[str], available: Sequence[str], *, option: str = "--by") -
         raise UsageError(f"{option} {','.join(by)}: use one time period at most (month or quarter)")
 
 
-def _q(col: str) -> str:
-    return '"' + col.replace('"', '""') + '"'
-
-
 def counts_sql(engine: Engine, source: str, by: list[str]) -> str:
     """GPUs, GPU-days and failures per group of ``by`` over the lifetimes relation ``source``."""
     d = engine.dialect
+    _q = d.quote
     period = next((c for c in by if c in PERIODS), None)
     plain = [c for c in by if c not in PERIODS]
     if period is None:

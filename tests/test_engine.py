@@ -1,0 +1,85 @@
+"""The engine seam: named steps, one error type, Spark only on request."""
+
+from __future__ import annotations
+
+import builtins
+from datetime import datetime
+
+import polars as pl
+import pytest
+
+from pipeline.engine import DuckDBEngine, get_engine
+from pipeline.errors import DependencyMissing, EngineError, UsageError
+
+
+def test_duckdb_engine_runs_named_steps_and_registers_frames():
+    eng = get_engine("duckdb")
+    eng.register("units", pl.DataFrame({"id": ["a", "b"], "n": [1, 2]}))
+    assert eng.rows("SELECT sum(n) FROM units", step="sum") == [(3,)]
+    eng.create_table("doubled", "SELECT id, n * 2 AS n FROM units")
+    assert eng.pl("SELECT * FROM doubled ORDER BY id", step="read")["n"].to_list() == [2, 4]
+    eng.execute("CREATE TEMP TABLE t (x INTEGER)", step="ddl")
+    assert eng.rows("SELECT count(*) FROM t", step="count") == [(0,)]
+
+
+def test_a_failing_step_names_itself_and_shows_the_sql():
+    eng = DuckDBEngine()
+    with pytest.raises(EngineError) as info:
+        eng.rows("SELECT no_such_column FROM (SELECT 1 AS x)", step="stats: afr by model")
+    assert info.value.step == "stats: afr by model"
+    assert "SELECT no_such_column" in str(info.value) and "--- SQL ---" in str(info.value)
+
+
+def test_dialect_periods_cover_start_through_end():
+    eng = DuckDBEngine()
+    d = eng.dialect
+    sql = (f"SELECT period_start FROM (SELECT {d.timestamp(datetime(2025, 1, 15))} AS a, "
+           f"{d.timestamp(datetime(2025, 7, 1))} AS b) AS s {d.explode_periods('a', 'b', 'quarter')} ORDER BY 1")
+    assert [r[0] for r in eng.rows(sql, step="periods")] == [datetime(2025, 1, 1), datetime(2025, 4, 1), datetime(2025, 7, 1)]
+
+
+def test_unknown_engine_is_a_usage_error():
+    with pytest.raises(UsageError, match="choose one of duckdb, spark"):
+        get_engine("postgres")
+
+
+def test_spark_without_pyspark_says_which_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_pyspark(name, *args, **kwargs):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ImportError("No module named 'pyspark'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyspark)
+    with pytest.raises(DependencyMissing, match=r"pip install 'fleetfault\[spark\]'"):
+        get_engine("spark")
+
+
+def test_core_import_does_not_load_spark():
+    import subprocess
+    import sys
+
+    code = "import sys, pipeline.stats, pipeline.engine; assert 'pyspark' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.spark
+def test_spark_and_duckdb_give_the_same_rates():
+    pytest.importorskip("pyspark")
+    import pipeline.stats as st
+    from pipeline.stats.lifetimes import from_frame
+
+    frame = st.lifetime_frame(pl.DataFrame({
+        "id": [f"g{i}" for i in range(40)],
+        "start": [f"2024-{1 + i % 12:02d}-01" for i in range(40)],
+        "end": [f"2025-{1 + i % 12:02d}-15" for i in range(40)],
+        "failed": [str(int(i % 3 == 0)) for i in range(40)],
+        "vendor": ["Dell" if i % 2 else "HPE" for i in range(40)],
+    }))
+    spark = get_engine("spark")
+    for by in (["vendor"], ["vendor", "quarter"], ["month"]):
+        ours = st.afr(from_frame(frame), by=by).sort(by)
+        theirs = st.afr(from_frame(frame, spark), by=by).sort(by)
+        assert ours["failures"].to_list() == theirs["failures"].to_list()
+        assert ours["gpu_days"].to_list() == pytest.approx(theirs["gpu_days"].to_list())
