@@ -125,6 +125,16 @@ def fill_warehouse(wh, seed: int = 7, gpus_per_model: int = 24) -> dict:
     return {"gpus": len(inv), "failures": len(failed), "predictions": len(preds)}
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One filled warehouse and its report for the read-only tests of this module."""
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(tmp_path_factory.mktemp("report") / "wh.duckdb") as wh:
+        facts = fill_warehouse(wh)
+        yield wh, facts, build_report(wh, Config())
+
+
 @pytest.fixture
 def filled(wh):
     facts = fill_warehouse(wh)
@@ -135,9 +145,8 @@ def _images(doc: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', doc)]
 
 
-def test_report_has_every_section_and_real_charts(filled):
-    wh, facts = filled
-    rep = build_report(wh, Config())
+def test_report_has_every_section_and_real_charts(built):
+    wh, facts, rep = built
     for sid in SECTIONS:
         assert f'<section id="{sid}"' in rep.html
     assert "No data yet" not in rep.html
@@ -149,18 +158,16 @@ def test_report_has_every_section_and_real_charts(filled):
     assert re.search(r'class="flag">[^<]*B-2024-10', rep.html)
 
 
-def test_report_is_self_contained(filled):
-    wh, _ = filled
-    doc = build_report(wh, Config()).html
+def test_report_is_self_contained(built):
+    doc = built[2].html
     assert "<script" not in doc.replace("&lt;script", "")
     assert not re.search(r'(src|href)="(https?:)?//', doc)
     assert "@import" not in doc and "url(" not in doc
     assert "@media print" in doc
 
 
-def test_hostile_text_is_escaped(filled):
-    wh, _ = filled
-    doc = build_report(wh, Config()).html
+def test_hostile_text_is_escaped(built):
+    doc = built[2].html
     for bad in ("<script>alert(1)</script>", '"><img src=x onerror'):
         assert bad not in doc
     assert htmllib.escape("<script>alert(1)</script>") in doc  # shown as text (unlinked ticket)
@@ -176,8 +183,8 @@ def test_empty_warehouse_says_no_data(wh):
     assert "could not be drawn" not in rep.html
 
 
-def test_outputs_written_and_neutralized(filled, tmp_path):
-    wh, facts = filled
+def test_outputs_written_and_neutralized(built, tmp_path):
+    wh, facts, _ = built
     paths = write_outputs(wh, Config(), tmp_path / "out")
     assert {p.name for p in paths.values()} == {"report.html", "report.xlsx", "predictions.csv",
                                                  "predictions.xlsx", "fleetfault.prom"}
@@ -197,23 +204,28 @@ def test_outputs_written_and_neutralized(filled, tmp_path):
     assert preds["H2"].data_type == "s" and preds["H2"].value.startswith("'=")
 
 
-def test_afr_fallback_matches_hand_count(filled):
+def test_afr_before_the_stats_stage_matches_pipeline_stats(built):
+    import pipeline.stats as st
     from pipeline.report.reliability import afr, fleet_afr
 
-    wh, facts = filled
+    wh, facts, _ = built
     fleet = fleet_afr(wh, Config())
     assert fleet["failures"] == facts["failures"]
     by_model = afr(wh, Config(), "model")
     assert by_model["failures"].sum() == facts["failures"]
     assert abs(by_model["gpu_days"].sum() - fleet["gpu_days"]) < 1e-6
+    direct = st.afr(wh, "model", Config()).sort("model")
+    assert by_model.sort("model")["afr_pct"].to_list() == direct["afr_pct"].to_list()
     for r in by_model.iter_rows(named=True):
         assert r["afr_ci_low_pct"] <= r["afr_pct"] <= r["afr_ci_high_pct"]
 
 
-def test_poisson_interval_known_values():
-    from pipeline.report.reliability import poisson_interval
-
-    low, high = poisson_interval(0, 365.0)  # zero failures in one GPU-year: upper bound 3.689
-    assert low == 0 and abs(high - 368.9) < 0.1
-    low, high = poisson_interval(10, 3650.0)  # Garwood 10 events: 4.795 .. 18.39
-    assert abs(low - 47.95) < 0.05 and abs(high - 183.9) < 0.1
+def test_report_prefers_the_stats_tables(filled):
+    """Once the statistics stage has written its tables, the report shows those numbers."""
+    wh, _ = filled
+    row = {"grouping": "model", "group_value": "H200", "group_key": '{"model": "H200"}', "gpus": 24,
+           "gpu_days": 3459.0, "failures": 3, "afr_pct": 31.66, "afr_ci_low_pct": 6.53,
+           "afr_ci_high_pct": 92.5, "low_exposure": True}
+    wh.insert("stats_afr", pl.DataFrame([row]))
+    doc = build_report(wh, Config()).html
+    assert "31.66" in doc and "From the statistics stage." in doc

@@ -97,7 +97,7 @@ class _Builder:
     def _source(self, stats_name: str) -> str:
         used = reliability.stats_table(self.wh, stats_name) is not None
         text = ("From the statistics stage." if used else
-                "Computed by the report from the inventory and replacement tickets "
+                "Computed on the spot by pipeline.stats from the inventory and the coded tickets "
                 "(the statistics stage has not written its tables yet).")
         return f'<p class="source">{h.esc(text)}</p>'
 
@@ -153,13 +153,12 @@ class _Builder:
             out.append("<h3>Weibull shape per model</h3>")
             items = []
             for r in wb.iter_rows(named=True):
-                shape = r.get("shape")
-                if shape is None or shape != shape:
-                    items.append(f"{r['model']}: {r['words']}.")
+                if r["shape"] is None:
+                    items.append(f"{r['model']}: {r['interpretation']}")
                 else:
-                    ci = (f" (95% interval {r['shape_ci_low']:.2f}–{r['shape_ci_high']:.2f})"
-                          if r.get("shape_ci_low") is not None else "")
-                    items.append(f"{r['model']}: shape {shape:.2f}{ci} — {r['words']}.")
+                    ci = (f" ({self.cfg.stats.confidence:.0%} interval {r['shape_ci_low']:.2f}–{r['shape_ci_high']:.2f})"
+                          if r["shape_ci_low"] is not None and r["shape_ci_high"] is not None else "")
+                    items.append(f"{r['model']}: shape {r['shape']:.2f}{ci}, {r['pattern']}. {r['interpretation']}")
             out.append(h.bullets(items))
             out.append(h.para("A Weibull shape below 1 means failures concentrate early in life (burn-in pays), "
                               "near 1 a constant rate, above 1 wear-out (plan replacements by age)."))
@@ -171,11 +170,15 @@ class _Builder:
             return h.no_data("no failures recorded, so no group can be compared")
         if not df.height:
             return ('<p class="ok">No batch, vendor or model fails significantly more often than the rest of the '
-                    'fleet (exact test, Bonferroni-corrected).</p>') + self._source("stats_flags")
+                    'fleet (exact test, Benjamini–Hochberg adjusted).</p>') + self._source("stats_compare")
         self.sheets["flagged"] = df
         items = "".join(f'<p class="flag">{h.esc(s)}.</p>' for s in df["sentence"])
-        return items + h.para("Each group is compared with the rest of the fleet by an exact conditional "
-                              "Poisson test, corrected for the number of groups compared.") + self._source("stats_flags")
+        every = reliability.comparisons(self.wh, self.cfg)
+        if every.height:
+            self.sheets["comparisons"] = every
+        return items + h.para("Each group is compared with the rest of the fleet by the exact conditional test "
+                              "of two Poisson rates; p-values are Benjamini–Hochberg adjusted within each "
+                              "dimension.") + self._source("stats_compare")
 
     def pareto(self) -> str:
         df = tables.pareto(self.wh)
@@ -278,7 +281,8 @@ class _Builder:
                 "Survival: Kaplan–Meier by age since installation with delayed entry; Weibull shape by maximum "
                 "likelihood (lifelines).",
                 "Flags: each group against the rest of the fleet; the rate ratio's interval and p-value come from "
-                "the exact conditional binomial test; p-values are Bonferroni-corrected.",
+                "the exact conditional binomial test; p-values are Benjamini–Hochberg adjusted within each "
+                "dimension (batch, vendor, model).",
                 "Predicted risk: the calibrated probability that a GPU is replaced within the horizon, from the "
                 "predict stage's model; the expected number of replacements is the sum of the risks.",
             ]),

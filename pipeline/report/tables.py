@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.config import Config
-from pipeline.report.reliability import failure_events, fleet_afr, stats_table, window
+from pipeline.report.reliability import failure_events_sql, fleet_afr, stats_table, window
 from pipeline.warehouse import Warehouse
 
 
@@ -90,28 +90,23 @@ def top_xids(wh: Warehouse, per_model: int = 5) -> pl.DataFrame:
 def monthly_trend(wh: Warehouse, cfg: Config) -> pl.DataFrame:
     """Failures, tickets and Xid events per calendar month (UTC), with the month's AFR and
     interval where the statistics stage computed it."""
-    fails = failure_events(wh, cfg)
-    wh.con.register("_report_trend_failures", fails.to_arrow())
-    try:
-        df = wh.pl(
-            """
-            WITH f AS (SELECT date_trunc('month', failed_at) AS month, count(*) AS failures
-                       FROM _report_trend_failures GROUP BY ALL),
-            t AS (SELECT date_trunc('month', opened_at) AS month, count(*) AS tickets
-                  FROM tickets WHERE opened_at IS NOT NULL GROUP BY ALL),
-            x AS (SELECT date_trunc('month', ts) AS month, count(*) AS xid_events
-                  FROM xid_events WHERE ts IS NOT NULL GROUP BY ALL),
-            d AS (SELECT date_trunc('month', day) AS month, count(*) AS gpu_days FROM gpu_days GROUP BY ALL)
-            SELECT CAST(month AS DATE) AS month,
-                   coalesce(failures, 0) AS failures, coalesce(tickets, 0) AS tickets,
-                   coalesce(xid_events, 0) AS xid_events, coalesce(gpu_days, 0) AS telemetry_gpu_days
-            FROM f FULL JOIN t USING (month) FULL JOIN x USING (month) FULL JOIN d USING (month)
-            ORDER BY month
-            """,
-            step="report: monthly trend",
-        )
-    finally:
-        wh.con.unregister("_report_trend_failures")
+    df = wh.pl(
+        f"""
+        WITH f AS (SELECT date_trunc('month', failed_at) AS month, count(*) AS failures
+                   FROM ({failure_events_sql(wh, cfg)}) AS ev GROUP BY ALL),
+        t AS (SELECT date_trunc('month', opened_at) AS month, count(*) AS tickets
+              FROM tickets WHERE opened_at IS NOT NULL GROUP BY ALL),
+        x AS (SELECT date_trunc('month', ts) AS month, count(*) AS xid_events
+              FROM xid_events WHERE ts IS NOT NULL GROUP BY ALL),
+        d AS (SELECT date_trunc('month', day) AS month, count(*) AS gpu_days FROM gpu_days GROUP BY ALL)
+        SELECT CAST(month AS DATE) AS month,
+               coalesce(failures, 0) AS failures, coalesce(tickets, 0) AS tickets,
+               coalesce(xid_events, 0) AS xid_events, coalesce(gpu_days, 0) AS telemetry_gpu_days
+        FROM f FULL JOIN t USING (month) FULL JOIN x USING (month) FULL JOIN d USING (month)
+        ORDER BY month
+        """,
+        step="report: monthly trend",
+    )
     st = stats_table(wh, "stats_trend")
     if st is None or not df.height:
         return df
