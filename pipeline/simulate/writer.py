@@ -81,7 +81,7 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
             on_host(h.name, done, len(sim.hosts))
     new_serials = {f["serial"]: f["new_serial"] for f in sim.failure_rows}
     ticket_rows = write_tickets(sim, out / "tickets", new_serials)
-    params = {"gpus": gpus, "days": days, "seed": seed, "interval_s": interval}
+    params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval)}
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
     log.info("simulated %d hosts, %d failures, %d tickets into %s", len(sim.hosts), len(sim.failure_rows),
