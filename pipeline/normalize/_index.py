@@ -82,6 +82,12 @@ class AliasIndex:
         self._scan = re.compile("|".join(_bounded(a) for a in scan)) if scan else None
         self.choices = [a for a in table if len(a) >= 3 or (is_cjk(a) and len(a) >= 2)]
         self.choice_codes = [table[a] for a in self.choices]
+        # A typo changes letters, not the number of words: "nvidia smi" is no typo of "nvidia smi r".
+        self._groups: dict[int, tuple[list[str], list[tuple[str, float]]]] = {}
+        for a in self.choices:
+            names, codes = self._groups.setdefault(_nwords(a), ([], []))
+            names.append(a)
+            codes.append(table[a])
 
     # -- one text, many texts -----------------------------------------------------------
     def match(self, text: str) -> Match:
@@ -91,8 +97,9 @@ class AliasIndex:
             return plan.done
         best = []
         for _, _, q in plan.queries:
-            hit = process.extractOne(q, self.choices, scorer=fuzz.ratio, score_cutoff=FUZZY_MIN)
-            best.append((hit[2], float(hit[1])) if hit is not None else (-1, 0.0))
+            names, codes = self._groups.get(_nwords(q), ((), ()))
+            hit = process.extractOne(q, names, scorer=fuzz.ratio, score_cutoff=FUZZY_MIN) if names else None
+            best.append((codes[hit[2]], float(hit[1])) if hit is not None else None)
         return self._finish(plan, best)
 
     def match_many(self, texts: Iterable[str]) -> list[Match]:
@@ -103,28 +110,25 @@ class AliasIndex:
             if p.done is None:
                 for _, _, q in p.queries:
                     queries.setdefault(q, len(queries))
-        qs = list(queries)
-        best_choice = np.full(len(qs), -1, dtype=np.int64)
-        best_score = np.zeros(len(qs), dtype=np.float64)
-        for lo in range(0, len(qs) if self.choices else 0, _CHUNK):
-            # float64 like extractOne, in chunks to bound memory (queries x aliases)
-            scores = process.cdist(qs[lo:lo + _CHUNK], self.choices, scorer=fuzz.ratio,
-                                   score_cutoff=FUZZY_MIN, dtype=np.float64, workers=1)
-            arg = scores.argmax(axis=1)
-            top = scores[np.arange(len(arg)), arg]
-            best_choice[lo:lo + _CHUNK] = np.where(top >= FUZZY_MIN, arg, -1)
-            best_score[lo:lo + _CHUNK] = np.where(top >= FUZZY_MIN, top, 0.0)
-        return self._finish_all(plans, queries, best_choice, best_score)
-
-    def _finish_all(self, plans, queries, best_choice, best_score) -> list[Match]:
-        out = []
-        for p in plans:
-            if p.done is not None:
-                out.append(p.done)
+        best: list = [None] * len(queries)
+        by_n: dict[int, list[str]] = {}
+        for q in queries:
+            by_n.setdefault(_nwords(q), []).append(q)
+        for n, qs in by_n.items():
+            if n not in self._groups:
                 continue
-            best = [(int(best_choice[queries[q]]), float(best_score[queries[q]])) for _, _, q in p.queries]
-            out.append(self._finish(p, best))
-        return out
+            names, codes = self._groups[n]
+            for lo in range(0, len(qs), _CHUNK):
+                # float64 like extractOne, in chunks to bound memory (queries x aliases)
+                scores = process.cdist(qs[lo:lo + _CHUNK], names, scorer=fuzz.ratio,
+                                       score_cutoff=FUZZY_MIN, dtype=np.float64, workers=1)
+                arg = scores.argmax(axis=1)
+                top = scores[np.arange(len(arg)), arg]
+                for q, j, sc in zip(qs[lo:lo + _CHUNK], arg, top):
+                    if sc >= FUZZY_MIN:
+                        best[queries[q]] = (codes[j], float(sc))
+        return [p.done if p.done is not None else self._finish(p, [best[queries[q]] for _, _, q in p.queries])
+                for p in plans]
 
     def suggest(self, text: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best codes for a text by fuzzy similarity to their aliases."""
@@ -162,15 +166,18 @@ class AliasIndex:
             # only typos of words nothing explained; with neighbours, so a typo can extend a name
             free = [g for g in grams if any(_uncovered(ws, we, hits) and we - ws >= 5 for ws, we in _spans(text, g))]
             return _Plan(None, tuple(hits), tuple(free), True)
+        # words a vague or weak alias explained are not typos of something else
+        grams = [g for g in grams if any(_uncovered(ws, we, hits) for ws, we in _spans(text, g))]
         whole = ((0, len(text), text),) if len(text) <= 40 and not any(g[2] == text for g in grams) else ()
         return _Plan(None, tuple(hits), whole + tuple(grams), False)
 
-    def _finish(self, plan: _Plan, best: list[tuple[int, float]]) -> Match:
+    def _finish(self, plan: _Plan, best: list) -> Match:
+        """The code from the plan and the best fuzzy alias of each query (or None)."""
         fuzzy = []
-        for (start, end, _), (i, s) in zip(plan.queries, best):
-            if i < 0:
+        for (start, end, _), hit in zip(plan.queries, best):
+            if hit is None:
                 continue
-            code, strength = self.choice_codes[i]
+            (code, strength), s = hit
             if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
                 fuzzy.append((start, end, code, s))
         if plan.extend:
@@ -238,6 +245,10 @@ def _ngrams(text: str) -> list[tuple[int, int, str]]:
 def _spans(text: str, gram: tuple[int, int, str]) -> list[tuple[int, int]]:
     """Spans of the words of an n-gram."""
     return [(gram[0] + m.start(), gram[0] + m.end()) for m in _WORD.finditer(text[gram[0]:gram[1]])]
+
+
+def _nwords(text: str) -> int:
+    return text.count(" ") + 1
 
 
 def _uncovered(start: int, end: int, hits) -> bool:
