@@ -47,6 +47,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.ingest.smi_commands",
     "pipeline.predict.commands",
     "pipeline.simulate.commands",
+    "pipeline.normalize.evaluate_commands",
 ]
 
 _GROUPS: dict[str, typer.Typer] = {}
