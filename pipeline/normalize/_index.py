@@ -78,8 +78,7 @@ class AliasIndex:
         for a in tax.vague.get(dimension, ()):
             table.setdefault(a, (VAGUE, 0.0))
         self.exact = table
-        scan = sorted((a for a in table if len(a) > 1), key=lambda a: (-len(a), a))
-        self._scan = re.compile("|".join(_bounded(a) for a in scan)) if scan else None
+        self._scan = _trie_regex([a for a in table if len(a) > 1])
         self.choices = [a for a in table if len(a) >= 3 or (is_cjk(a) and len(a) >= 2)]
         self.choice_codes = [table[a] for a in self.choices]
         # A typo changes letters, not the number of words: "nvidia smi" is no typo of "nvidia smi r".
@@ -136,7 +135,8 @@ class AliasIndex:
         first = self.match(text)
         if first.code:
             found[first.code] = first.score
-        for q in _ngrams(text) or [(0, 0, text)]:
+        words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+        for q in _ngrams(words) or [(0, 0, text)]:
             for _, s, i in process.extract(q[2], self.choices, scorer=fuzz.WRatio, limit=20):
                 code = self.choice_codes[i][0]
                 if code != VAGUE and s > found.get(code, -1):
@@ -161,13 +161,15 @@ class AliasIndex:
                 hits.append((m.start(), m.end(), code, strength))
             else:
                 hits.append((m.start(), m.end(), VAGUE, 0.0))  # negated: explained, not evidence
-        grams = _ngrams(text)
-        if any(h[3] >= S_EXACT for h in hits):
-            # only typos of words nothing explained; with neighbours, so a typo can extend a name
-            free = [g for g in grams if any(_uncovered(ws, we, hits) and we - ws >= 5 for ws, we in _spans(text, g))]
-            return _Plan(None, tuple(hits), tuple(free), True)
-        # words a vague or weak alias explained are not typos of something else
-        grams = [g for g in grams if any(_uncovered(ws, we, hits) for ws, we in _spans(text, g))]
+        strong = any(h[3] >= S_EXACT for h in hits)
+        # Fuzzy queries hold a word nothing explained. Beside strong names only typos of
+        # 5+ letters, with neighbours so a typo can extend a name ("correctble ecc errors").
+        words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+        want = [(we - ws >= 5 or not strong) and not any(h[0] < we and ws < h[1] for h in hits)
+                for ws, we, _ in words]
+        grams = _ngrams(words, want)
+        if strong:
+            return _Plan(None, tuple(hits), tuple(grams), True)
         whole = ((0, len(text), text),) if len(text) <= 40 and not any(g[2] == text for g in grams) else ()
         return _Plan(None, tuple(hits), whole + tuple(grams), False)
 
@@ -223,33 +225,51 @@ def _merge(named: list, fuzzy: list) -> list:
     return sorted(hits)
 
 
-def _bounded(alias: str) -> str:
-    """Regex for an alias; ASCII ends must not run into other letters or digits."""
-    head = r"(?<![a-z0-9])" if alias[0].isascii() and alias[0].isalnum() else ""
-    tail = r"(?![a-z0-9])" if alias[-1].isascii() and alias[-1].isalnum() else ""
-    return head + re.escape(alias) + tail
+def _trie_regex(aliases: list[str]) -> re.Pattern | None:
+    """One regex finding every alias, leftmost and then longest, ASCII ends only at word
+    boundaries. Built as a trie (longer continuations tried first): a flat alternation of a
+    thousand aliases is tried alias by alias at every position and is many times slower."""
+    if not aliases:
+        return None
+    _END = ""
+    trie: dict = {}
+    for a in aliases:
+        node = trie
+        for ch in a:
+            node = node.setdefault(ch, {})
+        node[_END] = True
+
+    def build(node: dict, last: str) -> str:
+        alts = [re.escape(ch) + build(child, ch) for ch, child in sorted(node.items()) if ch != _END]
+        if _END in node:
+            alts.append(r"(?![a-z0-9])" if last.isascii() and last.isalnum() else "")
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    ascii_start = {ch: n for ch, n in trie.items() if ch.isascii() and ch.isalnum()}
+    other = {ch: n for ch, n in trie.items() if not (ch.isascii() and ch.isalnum())}
+    parts = []
+    if ascii_start:
+        parts.append(r"(?<![a-z0-9])" + build(ascii_start, ""))
+    if other:
+        parts.append(build(other, ""))
+    return re.compile("|".join(parts))
 
 
-def _ngrams(text: str) -> list[tuple[int, int, str]]:
-    """Word 1-, 2- and 3-grams of the ASCII words, with their spans, at least 4 characters."""
-    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+def _ngrams(words: list[tuple[int, int, str]], want: list[bool] | None = None) -> list[tuple[int, int, str]]:
+    """Word 1-, 2- and 3-grams (at least 4 characters) with their spans; with ``want``, only
+    those holding a wanted word."""
     out = []
     for n in (1, 2, 3):
         for i in range(len(words) - n + 1):
+            if want is not None and not any(want[i:i + n]):
+                continue
             q = " ".join(w for _, _, w in words[i:i + n])
             if len(q) >= 4:
                 out.append((words[i][0], words[i + n - 1][1], q))
     return out
 
 
-def _spans(text: str, gram: tuple[int, int, str]) -> list[tuple[int, int]]:
-    """Spans of the words of an n-gram."""
-    return [(gram[0] + m.start(), gram[0] + m.end()) for m in _WORD.finditer(text[gram[0]:gram[1]])]
-
-
 def _nwords(text: str) -> int:
     return text.count(" ") + 1
 
 
-def _uncovered(start: int, end: int, hits) -> bool:
-    return not any(h[0] < end and start < h[1] for h in hits)

@@ -19,8 +19,8 @@ __all__ = ["canonical", "is_cjk"]
 
 # Traditional -> simplified for the characters that occur in hardware tickets; aliases are
 # canonicalized the same way, so either script matches either.
-_TRAD = "顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對"
-_SIMP = "显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对"
+_TRAD = "戶饋顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對"
+_SIMP = "户馈显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对"
 assert len(_TRAD) == len(_SIMP)
 _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 
@@ -36,11 +36,13 @@ _BOILER = re.compile(
     r"customers? (?:report(?:s|ed)?|says?|said|complain(?:s|ed)?|states?)|cust(?:omer)? reports?|"
     r"reported by (?:the )?(?:customer|user)|per (?:the )?customer|users? report(?:s|ed)?|"
     r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
-    r"客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
-    r"故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|需要处理|需处理|请处理|"
-    r"请尽快|紧急|客戶反饋|客戶反映|用戶反饋|"
     r"(?:seen|found) in (?:dmesg|syslog|the logs?|logs)|\bp(?:lea)?se? check\b|\bpls check\b|\burgent\b|\basap\b|"
     r"\bdcgm diag(?:nostics?)?\b"
+)
+_BOILER_ZH = re.compile(
+    "客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
+    "故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|需要处理|需处理|请处理|"
+    "请尽快|紧急"
 )
 # GPU model names as nvidia-smi and asset registries write them: H100 80GB HBM3,
 # A100-SXM4-80GB, Tesla V100-SXM2-32GB, RTX 6000 Ada, L40S, H200 141GB HBM3e, GB200 NVL72.
@@ -72,6 +74,7 @@ _STOP = frozenset(
 )
 _CJK_STOP = re.compile("[了的已请]")
 _DIGITS = re.compile(r"\d+")
+_ANY_DIGIT = re.compile(r"\d")
 _DASHES = re.compile(r"\s*[\-\u2010-\u2015/]+\s*")
 
 
@@ -87,18 +90,26 @@ def _drop_host(m: re.Match) -> str:
 
 def _once(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold().translate(_TRAD_MAP)
-    t = _XID.sub(lambda m: f" {'sxid' if m.group(1) else 'xid' + m.group(2)} ", t)
-    t = _SXID_BARE.sub(" sxid ", t)
-    t = _PCI.sub(" ", t)
-    t = _HOST.sub(_drop_host, t)
-    t = _MODEL.sub(" ", t)
-    t = _SIZE.sub(" ", t)
+    # The guards only skip patterns that cannot match: a text is canonicalized at least twice.
+    if "xid" in t:
+        t = _XID.sub(lambda m: f" {'sxid' if m.group(1) else 'xid' + m.group(2)} ", t)
+        t = _SXID_BARE.sub(" sxid ", t)
+    digits = _ANY_DIGIT.search(t) is not None
+    if digits:
+        t = _PCI.sub(" ", t)
+        t = _HOST.sub(_drop_host, t)
+        t = _MODEL.sub(" ", t)
+        t = _SIZE.sub(" ", t)
+        t = _SLOT.sub(" ", t)
     t = _SERIAL_TAG.sub(" ", t)
-    t = _SLOT.sub(" ", t)
+    cjk = _CJK_RE.search(t) is not None
     t = _BOILER.sub(" ", t)
-    t = _CJK_STOP.sub("", t)
+    if cjk:
+        t = _BOILER_ZH.sub(" ", t)
+        t = _CJK_STOP.sub("", t)
     t = _NOT_WORD.sub(" ", t)
-    t = _ASCII_CJK.sub(" ", t)
+    if cjk:
+        t = _ASCII_CJK.sub(" ", t)
     words = []
     for w in t.split():
         if any(c.isdigit() for c in w) and not _CJK_RE.search(w):
@@ -112,7 +123,8 @@ def _once(text: str) -> str:
         w = _ABBREV.get(w, w)
         if w not in _STOP:
             words.append(w)
-    return _CJK_SPACE.sub("", " ".join(words))
+    t = " ".join(words)
+    return _CJK_SPACE.sub("", t) if cjk else t
 
 
 def canonical(text: str | None) -> str:
