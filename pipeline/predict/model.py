@@ -22,6 +22,7 @@ import pandas as pd
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.frozen import FrozenEstimator
+from threadpoolctl import threadpool_limits
 
 from pipeline.errors import FleetfaultError
 from pipeline.predict.features import CATEGORICAL, FEATURES, NUMERIC
@@ -88,12 +89,18 @@ def design_matrix(frame: pd.DataFrame, levels: dict[str, list[str]]) -> pd.DataF
 
 
 def fit(X_train: pd.DataFrame, y_train: np.ndarray, X_cal: pd.DataFrame, y_cal: np.ndarray,
-        *, seed: int = 0) -> CalibratedClassifierCV:
+        *, seed: int = 0, threads: int = 1) -> CalibratedClassifierCV:
     """Fit the boosted trees on the training period, then calibrate on the calibration period.
 
     Positives are up-weighted by the square root of the class ratio (enough to learn rare
     failures without making the trees chase noise); calibration undoes the weighting.
+    ``threads`` caps OpenMP: on a busy host two spinning threads run ten times slower than one.
     """
+    with threadpool_limits(threads, "openmp"):
+        return _fit(X_train, y_train, X_cal, y_cal, seed)
+
+
+def _fit(X_train, y_train, X_cal, y_cal, seed: int) -> CalibratedClassifierCV:
     y_train = np.asarray(y_train, dtype=int)
     pos, neg = int(y_train.sum()), int(len(y_train) - y_train.sum())
     rng = np.random.default_rng(seed)

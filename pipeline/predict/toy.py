@@ -42,7 +42,7 @@ def write_toy_fleet(wh: Warehouse, *, gpus: int = 64, days: int = 120, seed: int
                 serial = f"T{seed:02d}{counter:06d}"
                 batch = f"B{int(rng.integers(1, 4))}"
                 weak = 3.0 if batch == "B3" else 1.0
-                life = int(rng.geometric(min(1.0, daily_hazard * weak)))
+                life = int(rng.geometric(min(1.0, daily_hazard * weak))) if daily_hazard > 0 else days + 1
                 fail_day = day0 + life if day0 + life < days else None
                 end = fail_day if fail_day is not None else days
                 inst = installed if day0 == 0 else datetime.combine(start + timedelta(days=day0), datetime.min.time())

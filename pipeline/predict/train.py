@@ -56,14 +56,18 @@ def labelled_frame(wh: Warehouse, start: date, end: date) -> pd.DataFrame:
 
 
 def train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None = None, *,
-          run_id: int | None = None, seed: int = 0) -> TrainResult:
-    """Train, evaluate and maybe promote a candidate; never raises for lack of data."""
+          run_id: int | None = None, seed: int = 0, force: bool = False) -> TrainResult:
+    """Train, evaluate and maybe promote a candidate; never raises for lack of data.
+
+    Skips training when the current model was already tested up to the same day (a rerun
+    of the night), unless ``force``.
+    """
     with threadpool_limits(cfg.predict.threads, "openmp"):
-        return _train(wh, cfg, models_dir, out_dir, run_id=run_id, seed=seed)
+        return _train(wh, cfg, models_dir, out_dir, run_id=run_id, seed=seed, force=force)
 
 
 def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *,
-           run_id: int | None, seed: int) -> TrainResult:
+           run_id: int | None, seed: int, force: bool) -> TrainResult:
     res = TrainResult()
     p = cfg.predict
     span = wh.sql("SELECT min(day), max(day), count(*) FILTER (WHERE label) FROM features WHERE label IS NOT NULL",
@@ -75,6 +79,10 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     if split is None:
         res.notes.append(f"only {(span[1] - span[0]).days + 1} labelled days: too little history to train, "
                          "using the rule baseline")
+        return res
+    current = model.current_version(models_dir)
+    if current and not force and _covers(models_dir, current, split):
+        res.notes.append(f"current model {current} already covers the labelled data to {split.test[1]}: not retrained")
         return res
     frame = labelled_frame(wh, split.train[0], split.test[1])
     days = pd.to_datetime(frame["day"]).dt.date
@@ -90,7 +98,8 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
 
     levels = model.category_levels(frame[part["train"]])
     X = model.design_matrix(frame, levels)
-    est = model.fit(X[part["train"]], y[part["train"]], X[part["cal"]], y[part["cal"]], seed=seed)
+    est = model.fit(X[part["train"]], y[part["train"]], X[part["cal"]], y[part["cal"]], seed=seed,
+                    threads=p.threads)
     rules = RuleBaseline().fit(frame[part["train"] | part["cal"]], y[part["train"] | part["cal"]])
 
     test = frame[part["test"]].reset_index(drop=True)
@@ -98,7 +107,6 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     base_risk = rules.predict_proba(test)[:, 1]
     metrics = evaluate.compare(test, risk, base_risk, rule_alert(test), p)
 
-    current = model.current_version(models_dir)
     current_auc = None
     if current:
         try:
@@ -147,6 +155,15 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     if out_dir is not None:
         write_evaluation(out_dir, card, test, risk, base_risk)
     return res
+
+
+def _covers(models_dir: Path, version: str, split: model.Split) -> bool:
+    """Whether the current model was tested on the same last day with today's features."""
+    card = models_dir / f"{version}.json"
+    if not card.exists():
+        return False
+    c = json.loads(card.read_text(encoding="utf-8"))
+    return c.get("split", {}).get("test", [None, None])[1] == str(split.test[1]) and c.get("features") == list(FEATURES)
 
 
 def _f(v: float | None) -> str:

@@ -1,0 +1,215 @@
+"""Failure prediction: no look-ahead, labels, leakage, calibration, drift check, fallback, CLI.
+
+A toy fleet (:mod:`pipeline.predict.toy`) is written straight into the warehouse tables;
+one model is trained per module and shared by the tests that only read it.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+
+from pipeline.config import Config, Predict, config_from_dict
+from pipeline.predict import evaluate, explain, model
+from pipeline.predict.features import FEATURES, build_features
+from pipeline.predict.rank import CONTRACT, rank_gpus
+from pipeline.predict.rules import RuleBaseline
+from pipeline.predict.toy import write_toy_fleet
+from pipeline.predict.train import labelled_frame, train
+from pipeline.warehouse import Warehouse
+
+START = date(2025, 1, 1)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A toy fleet with features and one promoted model: (warehouse path, models dir, out dir, result)."""
+    root = tmp_path_factory.mktemp("predict")
+    path, mdir, out = root / "wh.duckdb", root / "models", root / "out"
+    with Warehouse(path) as wh:
+        write_toy_fleet(wh, gpus=96, days=150, seed=7, start=START)
+        build_features(wh, Config())
+        result = train(wh, Config(), mdir, out)
+    return path, mdir, out, result
+
+
+def _feature_rows(wh: Warehouse, upto: date) -> pd.DataFrame:
+    cols = ", ".join(f'"{c}"' for c in ("serial", "day", "pci_bus_id", *FEATURES))
+    return wh.df(f"SELECT {cols} FROM features WHERE day <= ? ORDER BY serial, day", [upto])
+
+
+def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
+    cut = START + timedelta(days=35)
+    with Warehouse(tmp_path / "full.duckdb") as full, Warehouse(tmp_path / "cut.duckdb") as part:
+        for wh in (full, part):
+            write_toy_fleet(wh, gpus=32, days=60, seed=3, start=START)
+        part.sql("DELETE FROM gpu_days WHERE day > ?", [cut])
+        part.sql("DELETE FROM xid_events WHERE CAST(ts AS DATE) > ?", [cut])
+        part.sql("DELETE FROM tickets WHERE CAST(opened_at AS DATE) > ?", [cut])
+        build_features(full, Config())
+        build_features(part, Config())
+        a, b = _feature_rows(full, cut), _feature_rows(part, cut)
+    assert len(a) > 32 * 30
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_labels_mark_the_horizon_before_a_replacement_and_stop_at_it(wh):
+    truth = write_toy_fleet(wh, gpus=16, days=90, seed=5, start=START, daily_hazard=0.01)
+    build_features(wh, Config())
+    failed = truth.filter(pl.col("failed_at").dt.date() < START + timedelta(days=80)).row(0, named=True)
+    fday = failed["failed_at"].date()
+    rows = wh.df("SELECT day, label, days_to_failure FROM features WHERE serial = ? ORDER BY day", [failed["serial"]])
+    days = pd.to_datetime(rows["day"]).dt.date
+    assert days.max() == fday - timedelta(days=1)  # no day at or after the replacement
+    want = [(fday - d).days <= 7 for d in days]
+    assert rows["label"].astype(bool).tolist() == want
+    assert rows["days_to_failure"].tolist() == [(fday - d).days for d in days]
+    # The last horizon of data cannot be labelled yet for a GPU that did not fail.
+    last = wh.scalar("SELECT max(day) FROM features")
+    assert wh.scalar("SELECT count(*) FROM features WHERE day > ? AND label = false", [last - timedelta(days=7)]) == 0
+
+
+def test_the_trained_model_beats_the_rules_and_is_calibrated(trained):
+    _, mdir, out, result = trained
+    assert result.promoted, result.notes
+    m = result.metrics
+    assert m["model"]["pr_auc"] > 2 * m["baseline"]["pr_auc"]
+    assert m["recall_ratio_vs_baseline"] >= 1.2
+    assert m["model"]["ece"] <= 0.05
+    pos_rate = m["model"]["positive_gpu_days"] / m["model"]["gpu_days"]
+    assert m["model"]["brier"] < pos_rate  # better than always saying "no"
+    assert (mdir / f"{result.version}.skops").exists() and (mdir / f"{result.version}.md").exists()
+    assert model.current_version(mdir) == result.version
+    for f in ("metrics/predict.json", "plots/predict_pr.csv", "plots/predict_calibration.csv"):
+        assert (out / f).stat().st_size > 0
+
+
+def test_shuffling_labels_in_time_drops_the_model_to_chance(trained):
+    path, *_ = trained
+    with Warehouse(path, read_only=True) as wh:
+        first, last = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL")[0]
+        split = model.choose_split(first, last, 180, 30, 30, 7)
+        frame = labelled_frame(wh, split.train[0], split.test[1])
+    days = pd.to_datetime(frame["day"]).dt.date
+    part = {k: ((days >= a) & (days <= b)).to_numpy() for k, (a, b) in
+            (("train", split.train), ("cal", split.calibrate), ("test", split.test))}
+    y = frame["label"].astype(int).to_numpy()
+    # Each GPU's labels are moved to other days of its own history: the features no longer
+    # say anything about when it fails.
+    rng = np.random.default_rng(0)
+    shuffled = frame.assign(y=y).groupby("serial")["y"].transform(lambda s: rng.permutation(s.to_numpy())).to_numpy()
+    levels = model.category_levels(frame[part["train"]])
+    X = model.design_matrix(frame, levels)
+    est = model.fit(X[part["train"]], shuffled[part["train"]], X[part["cal"]], shuffled[part["cal"]])
+    auc = evaluate.score(frame[part["test"]], est.predict_proba(X[part["test"]])[:, 1],
+                         np.zeros(part["test"].sum(), bool), Predict())["pr_auc"]
+    prevalence = y[part["test"]].mean()
+    assert auc < 3 * prevalence, (auc, prevalence)
+
+
+def test_ranked_list_has_the_contract_columns_and_words(trained):
+    path, mdir, _, result = trained
+    with Warehouse(path) as wh:
+        last = wh.scalar("SELECT max(day) FROM features")
+        table, version, notes = rank_gpus(wh, Config(), mdir, last)
+        stored = wh.scalar("SELECT count(*) FROM predictions WHERE as_of = ?", [last])
+    assert version == result.version and not notes
+    assert list(table[CONTRACT].columns) == CONTRACT
+    assert stored == len(table) > 0
+    assert table["rank"].tolist() == list(range(1, len(table) + 1))
+    assert table["risk"].is_monotonic_decreasing and table["risk"].between(0, 1).all()
+    assert (table["horizon_days"] == 7).all()
+    assert table["top_factors"].head(10).notna().all()
+
+
+def test_a_worse_candidate_is_not_promoted(trained, monkeypatch, tmp_path):
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.dummy import DummyClassifier
+    from sklearn.frozen import FrozenEstimator
+
+    path, mdir, _, result = trained
+    copy = tmp_path / "wh.duckdb"
+    copy.write_bytes(Path(path).read_bytes())
+
+    def useless(X_train, y_train, X_cal, y_cal, *, seed=0, threads=1):
+        dummy = DummyClassifier(strategy="prior").fit(X_train, y_train)
+        return CalibratedClassifierCV(FrozenEstimator(dummy), method="sigmoid").fit(X_cal, y_cal)
+
+    monkeypatch.setattr(model, "fit", useless)
+    with Warehouse(copy) as wh:
+        assert "not retrained" in train(wh, Config(), mdir, None).notes[0]  # a rerun of the night
+        res = train(wh, Config(), mdir, None, force=True)
+        row = wh.sql("SELECT promoted, reason FROM model_runs WHERE version = ?", [res.version])[0]
+    assert not res.promoted and row[0] is False and "below" in row[1]
+    assert model.current_version(mdir) == result.version
+
+
+def test_too_little_history_falls_back_to_the_rules(wh, tmp_path):
+    write_toy_fleet(wh, gpus=16, days=20, seed=1, start=START, daily_hazard=0.0)
+    build_features(wh, Config())
+    res = train(wh, Config(), tmp_path / "models", tmp_path / "out")
+    assert res.version is None and "rule baseline" in res.notes[0]
+    last = wh.scalar("SELECT max(day) FROM features")
+    table, version, notes = rank_gpus(wh, Config(), tmp_path / "models", last)
+    assert version == "rules-uncalibrated" and len(table) == 16
+    assert any("not calibrated" in n for n in notes)
+
+
+def test_nightly_stage_and_cli(trained, cli, tmp_path, capsys):
+    from pipeline.predict.stage import run as stage_run
+    from pipeline.run import RunContext
+
+    path, *_ = trained
+    copy = tmp_path / "wh.duckdb"
+    copy.write_bytes(Path(path).read_bytes())
+    cfg = config_from_dict({"paths": {"models": str(tmp_path / "m")}})
+    with Warehouse(copy) as wh:
+        ctx = RunContext(cfg, wh, tmp_path, tmp_path / "out")
+        stage_run(ctx)
+    assert ctx.report("predict").rows_out > 0
+    assert (tmp_path / "out" / "predictions.csv").exists()
+    assert (tmp_path / "out" / "metrics" / "predict.json").exists()
+
+    out = tmp_path / "list.csv"
+    assert cli("predict", "-o", out, "--warehouse", copy) == 0
+    got = pd.read_csv(out)
+    assert list(got.columns) == CONTRACT
+    assert cli("predict", "-o", out, "--warehouse", copy, "--as-of", "2025-13-01") == 2
+    assert "--as-of" in capsys.readouterr().err
+    assert cli("predict", "-o", out, "--warehouse", copy, "--as-of", "2031-01-01") == 2
+    assert cli("predict", "-o", out, "--warehouse", tmp_path / "none.duckdb") == 2
+
+
+def test_top_factors_read_like_a_technician_wrote_them():
+    row = {"xid63_7d": 4, "ecc_corr_7d": 2450, "ecc_corr_trend": 10, "temp_vs_model_7d": 12.2, "batch": "B1"}
+    contrib = {g: 0.0 for g in explain.GROUPS} | {"xid": 0.3, "ecc": 0.2, "temperature": 0.1}
+    assert explain.describe(row, contrib) == "Xid 63 ×4 in 7 days; corrected ECC +350/day; 12 °C above its model's median"
+    assert explain.describe({}, {g: 0.0 for g in explain.GROUPS}) == "no unusual signal"
+
+
+def test_rule_baseline_risk_never_falls_as_critical_xids_rise():
+    f = pd.DataFrame({"xid_crit_7d": [0, 1, 2, 5, 12] * 40, "xid_crit_1d": [0] * 200})
+    y = np.random.default_rng(1).random(200) < np.tile([0.0, 0.3, 0.1, 0.5, 0.9], 40)
+    p = RuleBaseline().fit(f, y).predict_proba(f)[:5, 1]
+    assert (np.diff(p) >= 0).all() and 0 < p[0] < p[-1] < 1
+
+
+def test_calibration_error_is_zero_for_a_calibrated_predictor():
+    rng = np.random.default_rng(2)
+    p = rng.random(200_000) * 0.2
+    y = (rng.random(len(p)) < p).astype(int)
+    assert evaluate.expected_calibration_error(y, p) < 0.005
+    assert evaluate.expected_calibration_error(y, np.clip(p * 2, 0, 1)) > 0.05
+
+
+def test_split_is_in_time_order_with_gaps():
+    s = model.choose_split(date(2025, 1, 1), date(2025, 12, 31), 180, 30, 30, 7)
+    assert s.train[1] < s.calibrate[0] < s.calibrate[1] < s.test[0] and s.test[1] == date(2025, 12, 31)
+    assert (s.calibrate[0] - s.train[1]).days == 8 and (s.test[0] - s.calibrate[1]).days == 8
+    assert (s.train[1] - s.train[0]).days == 179
+    assert model.choose_split(date(2025, 1, 1), date(2025, 1, 30), 180, 30, 30, 7) is None
