@@ -17,14 +17,15 @@ import fnmatch
 import logging
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from pipeline.ingest import smi_facts
-from pipeline.ingest.smi_fields import Field, bad_sql, clean_sql, header_fields, marker_sql, parse_fields
-from pipeline.ingest.smi_read import ExactRead, csv_source, first_line, read_exact, scratch
+from pipeline.ingest.smi_fields import Field, clean_sql, header_fields, marker_sql, parse_fields
+from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -73,28 +74,40 @@ def parse_smi_files(
     >>> df, bad = parse_smi_files(["gpu0.csv"], host="h1", tz="Asia/Shanghai")  # doctest: +SKIP
     """
     current = parse_fields(fields) if fields else None
+    # Segments with the same fields (and host) are cleaned together: one SQL step each.
+    groups: dict[tuple, list[pl.DataFrame]] = {}
+    per_file: list[tuple[Path, ExactRead]] = []
+    for seq, p in enumerate(paths):
+        p = Path(p)
+        h = host or p.resolve().parent.name
+        out = ExactRead()
+        for seg in read_exact(p, current, out):
+            groups.setdefault((tuple(seg.fields), h), []).append(seg.frame.with_columns(_seq=pl.lit(seq)))
+        current = out.last_fields
+        per_file.append((p, out))
     frames: list[pl.DataFrame] = []
-    rejects: list[Rejected] = []
+    bad_by_seq: dict[int, list[Rejected]] = {}
     con = scratch()
     try:
-        for p in paths:
-            p = Path(p)
-            h = host or p.resolve().parent.name
-            out = ExactRead()
-            for seg in read_exact(p, current, out):
-                df, bad = clean_segment(con, seg, h, tz)
-                frames.append(df)
-                out.rejects.extend(bad)
-            current = out.last_fields
-            rejects.extend(Rejected(r.line_no, r.reason, r.raw, f"{p}: {r.detail}") for r in out.rejects)
+        for (flds, h), parts in groups.items():
+            seg = Segment(list(flds), pl.concat(parts))
+            df, bad = clean_segment(con, seg, h, tz)
+            frames.append(df)
+            for r in bad:
+                bad_by_seq.setdefault(r.seq, []).append(r.rejected)
     finally:
         con.close()
+    rejects: list[Rejected] = []
+    for seq, (p, out) in enumerate(per_file):
+        mine = sorted(out.rejects + bad_by_seq.get(seq, []), key=lambda r: r.line_no or 0)
+        rejects.extend(Rejected(r.line_no, r.reason, r.raw, f"{p}: {r.detail}") for r in mine)
     frames = [f for f in frames if f.width]
     if not frames:
         empty = {"ts": pl.Datetime("us"), "host": pl.Utf8, "gpu_index": pl.Int32, "name": pl.Utf8,
                  "serial": pl.Utf8, "uuid": pl.Utf8, "pci_bus_id": pl.Utf8}
         return pl.DataFrame(schema=empty), rejects
-    return pl.concat(frames, how="diagonal_relaxed"), rejects
+    df = pl.concat(frames, how="diagonal_relaxed").sort("_seq", "_line_no", maintain_order=True)
+    return df.drop("_seq", "_line_no"), rejects
 
 
 def _reject_reason(field_name: str) -> str:
@@ -106,17 +119,29 @@ def _bad_rows(con: duckdb.DuckDBPyConnection, seg_fields: list[Field]) -> list[R
     return [Rejected(ln, _reject_reason(f), line, f"unreadable {f}") for ln, line, f in rows]
 
 
-def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[Rejected]]:
-    """Clean one segment's raw columns (DuckDB SQL); returns the frame and its bad rows."""
+@dataclass
+class _SeqRejected:
+    seq: int
+    rejected: Rejected
+
+
+def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[_SeqRejected]]:
+    """Clean one segment's raw columns (DuckDB SQL); returns the frame and its bad rows.
+
+    The segment's frame carries ``_seq`` (the file's position); so do the results.
+    """
     fields = seg.fields
     con.register("seg", seg.frame)
     try:
-        rejects = _bad_rows(con, fields)
+        bad_rows = con.execute(
+            f"SELECT _seq, line_no, line, bad_field FROM ({smi_facts.reject_rows_sql(fields, 'seg', extra='_seq, ')})"
+        ).fetchall()
+        rejects = [_SeqRejected(q, Rejected(ln, _reject_reason(f), line, f"unreadable {f}")) for q, ln, line, f in bad_rows]
         auto = [i for i, f in enumerate(fields) if f.kind == "auto"]
         numeric: set[int] = set()
         if auto and seg.frame.height:
             checks = ", ".join(
-                f"bool_and({marker_sql(f'trim(c{i})')} OR {clean_sql(fields[i], f'c{i}', as_kind='num')} IS NOT NULL)"
+                f"bool_and({marker_sql(f'c{i}')} OR {clean_sql(fields[i], f'c{i}', as_kind='num')} IS NOT NULL)"
                 for i in auto
             )
             row = con.execute(f"SELECT {checks} FROM seg").fetchall()[0]
@@ -146,13 +171,16 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             taken.add(col)
             kind = ("num" if i in numeric else "text") if f.kind == "auto" else None
             sel[col] = clean_sql(f, f"c{i}", as_kind=kind)
-        bad_parts = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
-        where = f"WHERE NOT ({' OR '.join(bad_parts)})" if bad_parts else ""
+        src = "seg"
+        if rejects:
+            con.register("bad_lines", pl.DataFrame({"_seq": [r.seq for r in rejects],
+                                                    "line_no": [r.rejected.line_no for r in rejects]}))
+            src = "(SELECT * FROM seg ANTI JOIN bad_lines USING (_seq, line_no))"
         cols = ", ".join(f'{e} AS "{c}"' for c, e in sel.items())
-        df = con.sql(f"SELECT {cols} FROM seg {where} ORDER BY line_no").pl()
+        df = con.sql(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}").pl()
     finally:
         con.unregister("seg")
-    order = IDENTITY_COLUMNS + [c for c in df.columns if c not in IDENTITY_COLUMNS]
+    order = IDENTITY_COLUMNS + [c for c in df.columns if c not in IDENTITY_COLUMNS and not c.startswith("_")] + ["_seq", "_line_no"]
     df = df.select(order).with_columns(
         local_to_utc_expr(pl.col("ts").cast(pl.Datetime("us")), tz).alias("ts"),
         pl.col("serial").str.to_uppercase(),
@@ -162,13 +190,14 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
 
 def _integral_to_int(df: pl.DataFrame) -> pl.DataFrame:
     """Float columns holding only whole numbers (counts, 1/0 flags) become integers."""
-    casts = []
-    for c, t in df.schema.items():
-        if t == pl.Float64:
-            s = df[c].drop_nulls()
-            if s.len() and bool(((s % 1) == 0).all()) and bool((s.abs() < 2**53).all()):
-                casts.append(pl.col(c).cast(pl.Int64))
-    return df.with_columns(casts) if casts else df
+    floats = [c for c, t in df.schema.items() if t == pl.Float64]
+    if not floats or df.is_empty():
+        return df
+    whole = df.select(
+        (((pl.col(c) % 1) == 0) & (pl.col(c).abs() < 2**53)).all().and_(pl.col(c).is_not_null().any()).alias(c)
+        for c in floats
+    ).row(0)
+    return df.with_columns(pl.col(c).cast(pl.Int64) for c, ok in zip(floats, whole) if ok)
 
 
 # -- hourly facts of one file (the stage's loader) --------------------------------------
@@ -199,11 +228,16 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
                     )
                     continue
                 con.register("seg", seg.frame)
-                out.rejects.extend(_bad_rows(con, seg.fields))
-                parts.append(con.sql(smi_facts.hourly_sql(seg.fields, "seg", skip_headers=False)).pl())
+                bad = _bad_rows(con, seg.fields)
+                out.rejects.extend(bad)
+                good_rows = "seg"
+                if bad:
+                    con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
+                    good_rows = "(SELECT * FROM seg ANTI JOIN bad_lines USING (line_no))"
+                parts.append(con.sql(smi_facts.hourly_sql(seg.fields, good_rows)).pl())
                 con.unregister("seg")
             hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
-            good = sum(int(p.filter(pl.col("_skip") == 0)["samples"].sum()) for p in parts)
+            good = sum(int(p["samples"].sum()) for p in parts)
             loaded = Loaded(rows_read=out.rows_read, rows_loaded=good,
                             rows_skipped=out.rows_skipped, rejects=out.rejects)
             last = out.last_fields
@@ -224,13 +258,14 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int):
     """(hourly rows, data rows) from one DuckDB pass, or None when the file is not clean."""
     if "timestamp" not in [f.name for f in fields]:
         return None
+    delim = ", " if ", " in first_line(path) else ","
     try:
-        rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip))).pl()
+        rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip, delim))).pl()
         n_rejects = con.execute("SELECT count(*) FROM reject_errors").fetchall()[0][0]
     except duckdb.Error as exc:
         log.info("%s: fast path declined (%s); reading line by line", path, exc)
         return None
-    if n_rejects or rows.filter(pl.col("_skip") != 0).height or rows.filter(pl.col("hour_local").is_null()).height:
+    if n_rejects or rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
         return None
     return rows, int(rows["samples"].sum())
 
@@ -239,7 +274,7 @@ def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) 
     from pipeline.schemas import schema
 
     cols = schema("smi_hourly").names
-    if hourly is None or hourly.filter(pl.col("_skip") == 0).is_empty():
+    if hourly is None or hourly.is_empty():
         return pl.DataFrame(schema={c: pl.Utf8 for c in cols}).clear()
     con.register("agg", hourly)
     try:

@@ -45,56 +45,63 @@ _REASON_FIELDS = {"sw_power_cap": 0x04, "hw_slowdown": 0x08, "sw_thermal_slowdow
 _ID_RAW = {"gpu_index": "index", "name": "name", "serial": "serial", "uuid": "uuid", "pci_bus_id": "pci.bus_id"}
 
 
+def _strict(fields: list[Field]) -> list[int]:
+    return [i for i, f in enumerate(fields) if f.kind in ("ts", "int", "num", "mask")]
+
+
+def cleaned_sql(fields: list[Field], src: str, extra: str = "") -> str:
+    """``src`` with each checked field's clean value ``v<i>`` beside its raw text ``c<i>``."""
+    cols = [f"c{i}" for i in range(len(fields))]
+    cols += [f"{clean_sql(fields[i], f'c{i}')} AS v{i}" for i in _strict(fields)]
+    return f"(SELECT {extra}{', '.join(cols)} FROM {src})"
+
+
+def _value(fields: list[Field], i: int) -> str:
+    return f"v{i}" if i in _strict(fields) else clean_sql(fields[i], f"c{i}")
+
+
 def metric_exprs(fields: list[Field]) -> dict[str, str]:
-    """SQL of each fact metric over the raw columns (NULL when its field was not queried)."""
-    by_col = {f.column: (i, f) for i, f in enumerate(fields)}
+    """SQL of each fact metric over :func:`cleaned_sql` (NULL when its field was not queried)."""
+    by_col = {f.column: i for i, f in enumerate(fields)}
     out = {}
     for metric, cands in METRICS.items():
         hit = next((by_col[c] for c in cands if c in by_col), None)
-        out[metric] = clean_sql(hit[1], f"c{hit[0]}") if hit else "NULL::DOUBLE"
+        out[metric] = _value(fields, hit) if hit is not None else "NULL::DOUBLE"
     if out["mask"] == "NULL::DOUBLE":
         parts = []
         for reason, bit in _REASON_FIELDS.items():
             for prefix in ("clocks_event_reasons_", "clocks_throttle_reasons_"):
                 if prefix + reason in by_col:
-                    i, f = by_col[prefix + reason]
-                    parts.append(f"coalesce({clean_sql(f, f'c{i}')}, 0)::BIGINT * {bit}")
+                    parts.append(f"coalesce({_value(fields, by_col[prefix + reason])}, 0)::BIGINT * {bit}")
                     break
         out["mask"] = "(" + " + ".join(parts) + ")" if parts else "NULL::BIGINT"
     return out
 
 
-def header_row_sql(fields: list[Field]) -> str:
-    """True for a repeated header line read as data (same fields as the segment's header)."""
-    return f"(trim(c0) = '{fields[0].name}')" if fields else "false"
+def bad_checks(fields: list[Field]) -> list[tuple[str, str]]:
+    """(field name, SQL true when its value is unreadable) over :func:`cleaned_sql`."""
+    return [(fields[i].name, bad_sql(fields[i], f"c{i}", f"v{i}")) for i in _strict(fields)]
 
 
-def bad_field_sql(fields: list[Field]) -> str:
-    """SQL giving the first field whose value is unreadable, or NULL when the row is good."""
-    whens = []
-    for i, f in enumerate(fields):
-        b = bad_sql(f, f"c{i}")
-        if b:
-            whens.append(f"WHEN {b} THEN '{f.name}'")
-    return f"(CASE {' '.join(whens)} END)" if whens else "NULL::VARCHAR"
+def cleaned_cols(fields: list[Field]) -> str:
+    return ", ".join([f"c{i}" for i in _strict(fields)] + [f"v{i}" for i in _strict(fields)]) or "NULL AS _none"
 
 
-def hourly_sql(fields: list[Field], src: str, *, skip_headers: bool = True) -> str:
+def hourly_sql(fields: list[Field], src: str) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour.
 
-    Rows are grouped by ``_skip`` too: 0 good, 1 a repeated header, 2 unreadable; the
-    caller keeps group 0 and checks that the others are empty (or handles them).
+    ``_bad`` counts the group's rows with an unreadable value: the fast path gives up on
+    a file where it is not 0 (the exact path quarantines those rows before aggregating).
     """
     idx = {f.name: i for i, f in enumerate(fields)}
-    ts = clean_sql(Field("timestamp"), f"c{idx['timestamp']}") if "timestamp" in idx else "NULL::TIMESTAMP"
+    ts = f"v{idx['timestamp']}" if "timestamp" in idx else "NULL::TIMESTAMP"
     raw_ids = ", ".join(
         (f"c{idx[src_name]}" if src_name in idx else "NULL::VARCHAR") + f" AS r_{col}"
         for col, src_name in _ID_RAW.items()
     )
     m = metric_exprs(fields)
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
-    hdr = header_row_sql(fields) if skip_headers else "false"
-    bad = bad_field_sql(fields)
+    bad = " + ".join(f"count(*) FILTER ({b})" for _, b in bad_checks(fields)) or "0"
     counters = []
     for short, name in (("ecc_c", "ecc_corrected"), ("ecc_u", "ecc_uncorrected"), ("pcie_replay", "pcie_replay")):
         v = f"m_{short}"
@@ -103,7 +110,7 @@ def hourly_sql(fields: list[Field], src: str, *, skip_headers: bool = True) -> s
             f"arg_max({v}, ts) FILTER ({v} IS NOT NULL) AS {name}_last, max({v}) AS {name}_max"
         )
     return f"""
-SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, _skip,
+SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, {bad} AS _bad,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   count(m_temp) AS temp_n, sum(m_temp) AS temp_sum, sum(m_temp * m_temp) AS temp_sumsq,
   min(m_temp) AS temp_min, max(m_temp) AS temp_max, max(m_mem_temp) AS mem_temp_max,
@@ -124,19 +131,22 @@ SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, _skip,
   max(m_rr_uncorr) AS remapped_rows_uncorrectable_max,
   min(m_pcie_width) AS pcie_width_min, max(m_pcie_width_max) AS pcie_width_max_reported
 FROM (
-  SELECT {raw_ids}, {ts} AS ts, {inner},
-    CASE WHEN {hdr} THEN 1 WHEN {bad} IS NOT NULL THEN 2 ELSE 0 END AS _skip
-  FROM {src}
+  SELECT {raw_ids}, {ts} AS ts, {inner}, {cleaned_cols(fields)}
+  FROM {cleaned_sql(fields, src)}
 )
 GROUP BY ALL
 """
 
 
-def reject_rows_sql(fields: list[Field], src: str) -> str:
+def reject_rows_sql(fields: list[Field], src: str, extra: str = "") -> str:
     """Rows of ``src`` (with ``line_no``, ``line``) whose values cannot be read, and why."""
+    checks = bad_checks(fields)
+    if not checks:
+        return f"SELECT {extra}line_no, line, NULL AS bad_field FROM {src} WHERE false"
+    whens = " ".join(f"WHEN {b} THEN '{name}'" for name, b in checks)
     return f"""
-SELECT line_no, line, bad_field FROM (
-  SELECT line_no, line, {bad_field_sql(fields)} AS bad_field FROM {src}
+SELECT {extra}line_no, line, bad_field FROM (
+  SELECT {extra}line_no, line, CASE {whens} END AS bad_field FROM {cleaned_sql(fields, src, extra + "line_no, line, ")}
 ) WHERE bad_field IS NOT NULL ORDER BY line_no
 """
 
@@ -156,8 +166,8 @@ def finish_hourly_sql(view: str) -> str:
         for n in ("ecc_corrected", "ecc_uncorrected", "pcie_replay")
     )
     keep = ", ".join(f"{e} AS {c}" for c, e in ids.items())
-    return f"SELECT {keep}, * EXCLUDE (r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, _skip, " \
-           f"ecc_corrected_max, ecc_uncorrected_max, pcie_replay_max), {deltas} FROM {view} WHERE _skip = 0"
+    return f"SELECT {keep}, * EXCLUDE (r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, _bad, " \
+           f"ecc_corrected_max, ecc_uncorrected_max, pcie_replay_max), {deltas} FROM {view}"
 
 
 GPU_DAYS_SQL = """

@@ -161,8 +161,9 @@ def _q(s: str) -> str:
 
 
 def marker_sql(v: str) -> str:
-    """True when the trimmed value ``v`` is empty, N/A or a bracketed marker."""
-    return f"({v} = '' OR {v} = 'N/A' OR ({v}[1] = '[' AND {v}[-1] = ']'))"
+    """True when the trimmed value ``v`` is empty, N/A or a marker (``[N/A]``, ``[GPU is lost]``:
+    a value starting with ``[``, so that a marker cut short is still one)."""
+    return f"(ascii({v}) = 91 OR {v} = 'N/A' OR {v} = '')"
 
 
 def bool_sql(v: str) -> str:
@@ -182,13 +183,14 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None) -> str:
     """SQL turning the raw text column ``raw`` into the clean value of field ``f``.
 
     A value that cannot be read becomes NULL here; :func:`bad_sql` tells it apart from a
-    marker, so that the row is quarantined rather than silently nulled.
+    marker, so that the row is quarantined rather than silently nulled. ``raw`` holds the
+    cell without surrounding spaces.
     """
     kind = as_kind or f.kind
-    v = f"trim({raw})"
+    v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
     if kind == "ts":
         fmts = ", ".join(_q(x) for x in TIMESTAMP_FORMATS)
-        return f"try_strptime(ltrim({v}, chr(65279)), [{fmts}])"
+        return f"try_strptime({v}, [{fmts}])"
     if kind == "int":
         return f"TRY_CAST({v} AS INTEGER)"
     if kind == "pci":
@@ -196,23 +198,28 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None) -> str:
     if kind == "mask":
         return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE TRY_CAST(TRY_CAST({v} AS UBIGINT) AS BIGINT) END)"
     if kind in ("num", "auto"):
+        # Letters first go to the Yes/No words; only number-like text is cast (a failing
+        # cast is slow, and markers or words on every row are common).
         return (
-            f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE "
-            f"coalesce({bool_sql(v)}, TRY_CAST({_unitless(v, f.unit)} AS DOUBLE)) END)"
+            f"(CASE WHEN {marker_sql(v)} THEN NULL WHEN ascii({v}) >= 65 THEN {bool_sql(v)} "
+            f"ELSE TRY_CAST({_unitless(v, f.unit)} AS DOUBLE) END)"
         )
     return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
 
 
-def bad_sql(f: Field, raw: str) -> str | None:
-    """SQL true when the field's value is present but unreadable (None: never bad)."""
+def bad_sql(f: Field, raw: str, clean: str | None = None) -> str | None:
+    """SQL true when the field's value is present but unreadable (None: never bad).
+
+    ``clean`` names an already computed clean value (else it is computed here); DuckDB
+    evaluates the marker test only where the clean value is null.
+    """
     kind = f.kind
     if kind not in ("ts", "int", "num", "mask"):
         return None
-    v = f"trim({raw})"
-    clean = clean_sql(f, raw)
+    clean = clean or clean_sql(f, raw)
     if kind in ("ts", "int"):
-        return f"({raw} IS NULL OR {clean} IS NULL)"
-    return f"({raw} IS NULL OR (NOT {marker_sql(v)} AND {clean} IS NULL))"
+        return f"({clean} IS NULL)"
+    return f"({clean} IS NULL AND ({raw} IS NULL OR NOT {marker_sql(raw)}))"
 
 
 def pci_sql(v: str) -> str:

@@ -54,12 +54,16 @@ def scratch() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
-def csv_source(path: Path, n: int, skip: int) -> str:
-    """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting."""
+def csv_source(path: Path, n: int, skip: int, delim: str = ", ") -> str:
+    """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting.
+
+    nvidia-smi separates cells with ``, ``; reading with that two-byte delimiter hands
+    over cells without their leading space, so no per-cell trim is needed.
+    """
     cols = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(n))
     p = str(path).replace("'", "''")
     return (
-        f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim=',', quote='', "
+        f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim='{delim}', quote='', "
         f"escape='', auto_detect=false, null_padding=false, store_rejects=true, "
         f"compression='{'gzip' if is_gzip(path) else 'none'}')"
     )
@@ -174,5 +178,5 @@ def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Se
     good = part.filter(~pl.col("undecodable") & (pl.col("ncells") == n))
     if good.is_empty():
         return None
-    cols = [pl.col("cells").list.get(i).alias(f"c{i}") for i in range(n)]
+    cols = [pl.col("cells").list.get(i).str.strip_chars(" ").alias(f"c{i}") for i in range(n)]
     return Segment(fields, good.select("line_no", "line", *cols))
