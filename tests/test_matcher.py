@@ -202,3 +202,21 @@ def test_frame_equals_rows_and_coding_twice_equals_once(m, rows):
     once = m.code_frame(df)
     assert once.equals(m.code_rows(df))
     assert m.code_frame(once).equals(once)
+
+
+def test_generic_symptom_takes_the_parts_symptom(m):
+    assert code(m, "Fan", "Redundancy Lost", "replaced")[:2] == ("FAN", "FAN_FAULT")
+    assert code(m, "PSU", "failed", "replaced")[:2] == ("PSU", "POWER_FAULT")
+    # missing or unreadable symptom text is not generic: a person decides
+    assert code(m, "Fan", None, "replaced")[1] is None
+    assert code(m, "Fan", "qwxz", "replaced")[1] is None
+
+
+def test_short_typos_are_only_suggestions(m):
+    assert m.match_text("symptom", "low").code in (None, "PERFORMANCE")
+    assert m.match_text("symptom", "low").score < m.threshold
+    assert m.match_text("action", "sawp").score < m.threshold
+
+
+def test_xid_without_number_names_no_symptom(m):
+    assert m.match_row("GPU", "GPU xid Error", "RMA").symptom_code is None

@@ -187,7 +187,9 @@ class AliasIndex:
         strongest = max(fuzzy, key=lambda f: f[3], default=None)
         floor = self._weak(plan.hits)
         if strongest is not None and strongest[3] > floor.score:
-            return Match(strongest[2], round(min(strongest[3], 99.0), 1), "fuzzy")
+            # a typo in a word of four letters or less is as likely another word ("low"/"slow")
+            cap = 99.0 if strongest[1] - strongest[0] >= 5 else S_WEAK
+            return Match(strongest[2], round(min(strongest[3], cap), 1), "fuzzy")
         return floor
 
     def _weak(self, hits) -> Match:

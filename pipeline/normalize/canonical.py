@@ -112,7 +112,7 @@ def _once(text: str) -> str:
         t = _ASCII_CJK.sub(" ", t)
     words = []
     for w in t.split():
-        if any(c.isdigit() for c in w) and not _CJK_RE.search(w):
+        if digits and _ANY_DIGIT.search(w) and not (cjk and _CJK_RE.search(w)):
             if _KEEP_DIGIT_TOKEN.fullmatch(w):
                 words.append(w)
             elif m := _WORD_SLOT.fullmatch(w):

@@ -207,6 +207,11 @@ class Matcher:
         if implied:
             hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
         part = _fill(get("part", part_key), hints, thr, S_CONTEXT)
+        if symptom.how == "vague" and part.code and part.score >= thr:
+            # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
+            implied = self.taxonomy.implies_symptom.get(part.code)
+            if implied:
+                symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
         p, s, a = (m.code if m.code and m.score >= thr else None for m in (part, symptom, action))
         return Coded(p, part.score, s, symptom.score, a, action.score, p is None or s is None or a is None)
 

@@ -47,6 +47,7 @@ class Taxonomy:
     vague: dict[str, tuple[str, ...]] = field(default_factory=dict)
     xid: dict[int, str] = field(default_factory=dict)
     implies_part: dict[str, str] = field(default_factory=dict)
+    implies_symptom: dict[str, str] = field(default_factory=dict)
     resolve: dict[str, str] = field(default_factory=dict)
     priority: dict[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
@@ -128,7 +129,7 @@ def _merge(base: dict, extra: dict) -> dict:
         for d, v in (extra.get(section) or {}).items():
             merged[d] = merged.get(d, []) + _as_list(v)
         out[section] = merged
-    for section in ("xid", "implies_part", "resolve"):
+    for section in ("xid", "implies_part", "implies_symptom", "resolve"):
         out[section] = {**(base.get(section) or {}), **(extra.get(section) or {})}
     return out
 
@@ -178,6 +179,12 @@ def _build(raw: dict, source: str) -> Taxonomy:
             problems.append(f"implies_part.{s}: needs a symptom code -> a part code, got {s!r} -> {p!r}")
         else:
             implies[str(s)] = str(p)
+    implies_symptom = {}
+    for p, sym in (raw.get("implies_symptom") or {}).items():
+        if p not in codes["part"] or sym not in codes["symptom"]:
+            problems.append(f"implies_symptom.{p}: needs a part code -> a symptom code, got {p!r} -> {sym!r}")
+        else:
+            implies_symptom[str(p)] = str(sym)
     resolve = {d: "priority" for d in DIMENSIONS} | {str(d): str(r) for d, r in (raw.get("resolve") or {}).items()}
     for d, r in resolve.items():
         if r not in _RULES:
@@ -192,6 +199,6 @@ def _build(raw: dict, source: str) -> Taxonomy:
         priority[d] = tuple(dict.fromkeys(order + list(codes[d])))
     if problems:
         raise ConfigError(problems, source)
-    tax = Taxonomy(codes, vague, xid, implies, resolve, priority, source)
+    tax = Taxonomy(codes, vague, xid, implies, implies_symptom, resolve, priority, source)
     log.info("taxonomy %s: %s", source, {d: len(codes[d]) for d in DIMENSIONS})
     return tax
