@@ -275,7 +275,8 @@ def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) 
 
     cols = schema("smi_hourly").names
     if hourly is None or hourly.is_empty():
-        return pl.DataFrame(schema={c: pl.Utf8 for c in cols}).clear()
+        types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
+        return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in schema("smi_hourly").columns})
     con.register("agg", hourly)
     try:
         df = con.sql(smi_facts.finish_hourly_sql("agg")).pl()

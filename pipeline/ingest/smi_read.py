@@ -87,8 +87,14 @@ class ExactRead:
     last_fields: list[Field] | None = None
 
 
-def _blocks(path: Path, size: int) -> Iterator[tuple[bytes, bool]]:
-    """Blocks of whole lines (the last may lack its newline) and whether it is the last."""
+BLANK_CHARS = " \t\r\x0b\x0c"
+
+
+def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, bool]]:
+    """Blocks of whole lines (the last may lack its newline) and whether it is the last.
+
+    A damaged gzip stream ends the file where it breaks; the reason goes to ``errors``.
+    """
     with open_binary(path) as f:
         carry = b""
         while True:
@@ -96,6 +102,7 @@ def _blocks(path: Path, size: int) -> Iterator[tuple[bytes, bool]]:
                 data = f.read(size)
             except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated gzip
                 log.warning("%s: read stopped early: %s", path, exc)
+                errors.append(str(exc))
                 data = b""
             if not data:
                 if carry:
@@ -118,7 +125,8 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     """
     current = fields
     offset = 0
-    for data, _last in _blocks(path, block):
+    errors: list[str] = []
+    for data, _last in _blocks(path, block, errors):
         text = data.decode("utf-8", errors="replace")
         lines = pl.Series("line", [text]).str.split("\n").explode()
         if text.endswith("\n"):
@@ -129,7 +137,7 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
             df = df.with_columns(pl.col("line").str.strip_chars_start("\ufeff"))
         offset += len(lines)
         df = df.with_columns(
-            blank=pl.col("line").str.strip_chars() == "",
+            blank=pl.col("line").str.strip_chars(BLANK_CHARS) == "",
             maybe_header=pl.col("line").str.contains(_HEADER_SHAPE),
         )
         headers = {}
@@ -152,6 +160,9 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
             seg = _split(part, flds, out)
             if seg is not None:
                 yield seg
+    for msg in errors:
+        out.rows_read += 1
+        out.rejects.append(Rejected(offset + 1, "bad_gzip", "", f"compressed data is damaged here: {msg}"))
     out.last_fields = current
 
 
