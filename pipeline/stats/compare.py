@@ -4,7 +4,8 @@ Conditional on the total ``n = k1 + k2`` failures, the group's count is binomial
 ``p = T1 r1 / (T1 r1 + T2 r2)``; equal rates mean ``p0 = T1 / (T1 + T2)``. scipy's
 ``binomtest`` gives the exact p-value and the Clopper-Pearson interval of ``p``, which maps
 to the rate ratio as ``RR = p / (1 - p) x T2 / T1``. p-values are adjusted within a
-dimension with Benjamini-Hochberg (scipy's ``false_discovery_control``).
+dimension with Benjamini-Hochberg (scipy's ``false_discovery_control``). A group is flagged
+when its adjusted p-value is below ``1 - confidence`` and it fails more than the rest.
 """
 
 from __future__ import annotations
@@ -79,9 +80,13 @@ def compare_groups(counts: pl.DataFrame, dimension: str, *, confidence: float = 
     adjusted = iter(false_discovery_control(ps, method="bh").tolist() if ps else [])
     adj = [None if p is None else min(1.0, next(adjusted)) for p in out["p_value"].to_list()]
     alpha = 1 - confidence
-    flagged = [a is not None and a < alpha for a in adj]
-    sentences = [sentence(dimension, row["group_value"], row["model"], row, confidence) if f else None
-                 for row, f in zip(out.iter_rows(named=True), flagged)]
+    significant = [a is not None and a < alpha for a in adj]
+    # Flag what procurement must act on: groups failing more. Better-than-fleet groups keep
+    # their sentence, unflagged.
+    flagged = [sig and (row["rate_ratio"] is None or row["rate_ratio"] > 1)
+               for sig, row in zip(significant, out.iter_rows(named=True))]
+    sentences = [sentence(dimension, row["group_value"], row["model"], row, confidence) if sig else None
+                 for row, sig in zip(out.iter_rows(named=True), significant)]
     return out.with_columns(pl.Series("p_adjusted", adj, dtype=pl.Float64), pl.Series("flagged", flagged),
                             pl.Series("sentence", sentences, dtype=pl.Utf8)).select(list(COMPARE_SCHEMA))
 

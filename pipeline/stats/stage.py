@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 
 import polars as pl
 
@@ -83,7 +84,7 @@ def compute(engine, scfg) -> tuple[dict[str, pl.DataFrame], dict]:
     fleet = tables["stats_afr"].filter(pl.col("grouping") == "")
     flagged = tables.get("stats_compare", pl.DataFrame({"flagged": [], "sentence": []}, schema={"flagged": pl.Boolean, "sentence": pl.Utf8}))
     metrics = {
-        "window_start": window.start.date().isoformat(), "window_end": window.end.date().isoformat(),
+        "window_start": window.start.date().isoformat(), "window_end": (window.end - timedelta(days=1)).date().isoformat(),
         "window_source": window.source,
         "gpus": int(fleet["gpus"][0]) if fleet.height else 0,
         "gpu_days": round(float(fleet["gpu_days"][0]), 1) if fleet.height else 0.0,

@@ -8,6 +8,7 @@ it rises (wear-out: plan replacements by age). "About 1" means the interval cont
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 
 import polars as pl
@@ -17,6 +18,9 @@ from pipeline.stats.survival import _groups
 log = logging.getLogger(__name__)
 
 MIN_FAILURES = 3
+#: The oldest age observed must be at least this multiple of the youngest age at entry.
+MIN_AGE_SPAN = 2.0
+YEAR = 365.25
 
 WEIBULL_SCHEMA = {
     "group_value": pl.Utf8, "units": pl.Int64, "failures": pl.Int64, "shape": pl.Float64,
@@ -43,7 +47,7 @@ def describe_shape(shape: float, low: float, high: float, confidence: float = 0.
 def fit_weibull(frame: pl.DataFrame, *, confidence: float = 0.95) -> dict:
     """Fit one group; a row of the ``stats_weibull`` table (without grouping columns)."""
     from lifelines import WeibullFitter
-    from lifelines.exceptions import ConvergenceError
+    from lifelines.exceptions import ConvergenceError, StatisticalWarning
 
     failures = int(frame["failed"].sum())
     row = {"units": frame.height, "failures": failures, "shape": None, "shape_ci_low": None,
@@ -51,12 +55,19 @@ def fit_weibull(frame: pl.DataFrame, *, confidence: float = 0.95) -> dict:
     if failures < MIN_FAILURES:
         return row | {"pattern": "too few failures",
                       "interpretation": f"{failures} failure(s): at least {MIN_FAILURES} are needed to fit a Weibull"}
+    first, last = float(frame["entry_age_days"].min()), float(frame["exit_age_days"].max())
+    if last / max(first, 1.0) < MIN_AGE_SPAN:
+        # The shape is how the hazard changes over log-age; over a narrow band of ages it is
+        # not identified, and the optimizer wanders for minutes before giving up.
+        return row | {"pattern": "no fit", "interpretation": (
+            f"ages observed span only {first:.0f}-{last:.0f} days: too narrow to tell how the hazard changes with age")}
     wf = WeibullFitter(alpha=1 - confidence)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=UserWarning)
-            wf.fit(frame["exit_age_days"].to_numpy(), event_observed=frame["failed"].to_numpy(),
-                   entry=frame["entry_age_days"].to_numpy())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # in years: durations near 1 keep the optimizer well conditioned
+            wf.fit(frame["exit_age_days"].to_numpy() / YEAR, event_observed=frame["failed"].to_numpy(),
+                   entry=frame["entry_age_days"].to_numpy() / YEAR)
     except (ConvergenceError, ValueError) as exc:
         log.warning("Weibull fit failed for a group of %d units: %s", frame.height, exc)
         return row | {"pattern": "no fit", "interpretation": f"the Weibull fit did not converge: {exc}"}
@@ -64,9 +75,15 @@ def fit_weibull(frame: pl.DataFrame, *, confidence: float = 0.95) -> dict:
     low = float(summary[[c for c in summary.index if c.startswith("coef lower")][0]])
     high = float(summary[[c for c in summary.index if c.startswith("coef upper")][0]])
     shape = float(wf.rho_)
+    if not all(math.isfinite(x) for x in (shape, low, high)) or any(
+            isinstance(w.message, StatisticalWarning) for w in caught):
+        log.warning("Weibull fit of a group of %d units is unreliable (lifelines: %s)", frame.height,
+                    "; ".join(str(w.message).split("\n")[0] for w in caught) or "non-finite interval")
+        return row | {"shape": shape if math.isfinite(shape) else None, "pattern": "no fit",
+                      "interpretation": "lifelines warns that this fit is unreliable: too few or too clustered failures"}
     pattern, words = describe_shape(shape, low, high, confidence)
     return row | {"shape": shape, "shape_ci_low": low, "shape_ci_high": high,
-                  "scale_days": float(wf.lambda_), "pattern": pattern, "interpretation": words}
+                  "scale_days": float(wf.lambda_) * YEAR, "pattern": pattern, "interpretation": words}
 
 
 def weibull_table(frame: pl.DataFrame, by: str | None, *, confidence: float = 0.95) -> pl.DataFrame:
