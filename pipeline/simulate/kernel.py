@@ -94,7 +94,7 @@ def write_host_kernel(sim, h: Host, style: HostStyle, out: Path, events: list[Ke
                                int(rng.choice([13, 13, 31, 31, 43, 45]))))
     for ev in sorted(evs, key=lambda e: (e.t, e.kind, e.code)):
         t = ev.t + timedelta(microseconds=int(rng.integers(0, 999_999)))
-        if t < boots[0] or t >= sim.end:
+        if t < max(boots[0], sim.start) or t >= sim.end:  # logs are collected from the window start
             continue
         bus = h.buses[ev.slot] if ev.slot is not None else h.buses[0]
         pci = f"PCI:0000:{bus}:00"

@@ -32,6 +32,7 @@ DAY = 86400.0
 # clocks_event_reasons bits (nvml.h: nvmlClocksEventReason*)
 GPU_IDLE, SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x1, 0x4, 0x8, 0x20, 0x40, 0x80
 REBOOT_DOWN_S = 420.0
+DAYS_PER_BATCH = 7
 
 
 def _epoch(t: datetime, start: datetime) -> float:
@@ -103,35 +104,71 @@ def write_host_telemetry(sim, h: Host, style: HostStyle, out: Path, interval: fl
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     n_days = len(cuts) - 1
+    cut_rng = np.random.default_rng([sim.seed, 0xC07, h.index])
+    pending: list[tuple[int, dict]] = []
     for d in range(n_days):
         a, b = cuts[d], cuts[d + 1]
-        lines = _day_lines(sim, h, spec, style, rng, ts[a:b], stamps[a:b], a, after_boot, unclean_before,
-                           boot_e, effects, temp_base, sbe_base, counters, interval,
-                           first_file=(d == 0))
-        last = d == n_days - 1
-        text = "\n".join(lines)
-        if last and rng.random() < 0.5 and lines:
-            cut = len(text) - int(rng.integers(5, max(6, len(lines[-1]) - 5)))
-            text = text[:cut]  # the logger was still writing: a truncated last line
-        else:
-            text += "\n"
-        name = f"smi-{days[a]}.csv"
-        if style.gzip and not last:
-            path = folder / (name + ".gz")
-            write_gzip(path, text.encode("utf-8"))
-        else:
-            path = folder / name
-            path.write_bytes(text.encode("utf-8"))
-        written.append(path)
+        state = _day_state(sim, h, spec, rng, ts[a:b], boot_e, effects, temp_base, sbe_base, counters, interval)
+        pending.append((d, state))
+        if len(pending) < DAYS_PER_BATCH and d < n_days - 1:
+            continue
+        # Format several days in one vectorized pass (polars has a fixed cost per call).
+        cat = {k: np.concatenate([st[k] for _, st in pending], axis=1) for k in ("serial", "uuid", "present")}
+        values = {k: np.concatenate([st["values"][k] for _, st in pending], axis=1) for k in pending[0][1]["values"]}
+        day_stamps = [x for dd, _ in pending for x in stamps[cuts[dd]:cuts[dd + 1]]]
+        lines = format_rows(spec, h, style, day_stamps, cat["serial"], cat["uuid"], cat["present"], values)
+        row = 0
+        for dd, st in pending:
+            n = int(st["present"].sum())
+            out = _assemble(lines[row:row + n], st["present"], style, cuts[dd], after_boot, unclean_before, dd == 0)
+            row += n
+            written.append(_write_day(folder, f"smi-{days[cuts[dd]]}.csv", out, style, dd == n_days - 1, cut_rng))
+        pending = []
     return written
+
+
+def _write_day(folder: Path, name: str, lines: list[str], style: HostStyle, last: bool,
+               rng: np.random.Generator) -> Path:
+    text = "\n".join(lines)
+    if last and rng.random() < 0.5 and lines:
+        text = text[: len(text) - int(rng.integers(5, max(6, len(lines[-1]) - 5)))]  # logger still writing
+    else:
+        text += "\n"
+    if style.gzip and not last:
+        path = folder / (name + ".gz")
+        write_gzip(path, text.encode("utf-8"))
+    else:
+        path = folder / name
+        path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def _assemble(lines: list[str], present: np.ndarray, style: HostStyle, offset: int, after_boot: set,
+              unclean_before: set, first_file: bool) -> list[str]:
+    """One day's file: header where nvidia-smi prints one, the rows, lines cut by power loss."""
+    out: list[str] = []
+    header = ", ".join(style.fields)
+    if style.telemetry in ("csv", "csv_nounits") or (style.telemetry == "csv_copytruncate" and first_file):
+        out.append(header)
+    per_sample = present.sum(axis=0)
+    row = 0
+    for s in range(present.shape[1]):
+        if s > 0 and (offset + s) in after_boot and style.telemetry != "noheader_nounits":
+            out.append(header)  # nvidia-smi -l restarted after the reboot
+        n = int(per_sample[s])
+        out.extend(lines[row:row + n])
+        row += n
+        if (offset + s + 1) in unclean_before and out:
+            out[-1] = out[-1][: max(10, len(out[-1]) // 2)]  # power loss mid-write
+    return out
 
 
 def _mask(ts: np.ndarray, start: datetime, e: Effect) -> np.ndarray:
     return (ts >= _epoch(e.t0, start)) & (ts < _epoch(e.t1, start))
 
 
-def _day_lines(sim, h, spec, style, rng, ts, stamps, offset, after_boot, unclean_before, boot_e, effects,
-               temp_base, sbe_base, counters, interval, first_file) -> list[str]:
+def _day_state(sim, h, spec, rng, ts, boot_e, effects, temp_base, sbe_base, counters, interval) -> dict:
+    """GPU state arrays (GPU x sample) for one host-day; counters carry over in ``counters``."""
     G, S = h.gpus, ts.size
     day0, day1 = ts[0], ts[-1] + 1
     mine = [e for e in effects if _epoch(e.t1, sim.start) >= day0 - 1 and _epoch(e.t0, sim.start) < day1]
@@ -266,19 +303,4 @@ def _day_lines(sim, h, spec, style, rng, ts, stamps, offset, after_boot, unclean
         uuid[g] = np.array([x["uuid"] for x in tenures[g]], dtype=object)[tenure_idx[g]]
         starts = np.array([_epoch(x["_installed"], sim.start) for x in tenures[g]])
         present[g] = starts[tenure_idx[g]] <= ts
-    lines = format_rows(spec, h, style, stamps, serial, uuid, present, values)
-    out: list[str] = []
-    header = ", ".join(style.fields)
-    if style.telemetry in ("csv", "csv_nounits") or (style.telemetry == "csv_copytruncate" and first_file):
-        out.append(header)
-    per_sample = present.sum(axis=0)
-    row = 0
-    for s in range(S):
-        if s > 0 and (offset + s) in after_boot and style.telemetry != "noheader_nounits":
-            out.append(header)  # nvidia-smi -l restarted after the reboot
-        n = int(per_sample[s])
-        out.extend(lines[row:row + n])
-        row += n
-        if (offset + s + 1) in unclean_before and out:
-            out[-1] = out[-1][: max(10, len(out[-1]) // 2)]  # power loss mid-write
-    return out
+    return {"values": values, "serial": serial, "uuid": uuid, "present": present}

@@ -66,6 +66,16 @@ def _phrase(rng, table: dict, code: str, lang: str, gpu: bool = True) -> str:
     return _pick(rng, opts)
 
 
+def _fill(rng, template: str) -> str:
+    """Numbers in a detail phrase: counts, temperatures, link widths, RPMs, driver versions."""
+    return template.format(
+        big=int(rng.choice([int(rng.integers(50, 999)), int(rng.integers(1000, 99999))])),
+        small=int(rng.integers(1, 9)), temp=int(rng.integers(86, 104)), w=int(rng.choice([1, 2, 4, 8])),
+        g=int(rng.integers(1, 4)), rpm=int(rng.choice([0, 0, int(rng.integers(300, 2000))])),
+        sxid=int(rng.choice([12028, 19084, 20034, 11004, 22013])), pct=int(rng.integers(10, 70)),
+        drv=str(rng.choice(["535.104.05", "550.54.15", "470.82.01"])), post=f"{int(rng.integers(0x10, 0xff)):02X}")
+
+
 def _typo(rng, s: str) -> str:
     """One keyboard slip in a Latin word: swap, drop or double a letter."""
     idx = [i for i, c in enumerate(s) if c.isascii() and c.isalpha()]
@@ -129,6 +139,15 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str,
     if n is None:
         frames = tuple(f for f in frames if "{slot}" not in f and "{n}" not in f) or ("{sym}",)
         frame = _pick(rng, frames)
+    if rng.random() < 0.35 and row["symptom_code"] in vocab.SYMPTOM_DETAIL:
+        detail = _fill(rng, _phrase(rng, vocab.SYMPTOM_DETAIL, row["symptom_code"], plang))
+        sym = detail if rng.random() < 0.4 else f"{sym}, {detail}" if plang == "en" else f"{sym}，{detail}"
+    if rng.random() < 0.2:
+        ctx = _fill(rng, _pick(rng, vocab.CONTEXT_ZH if plang == "zh" else vocab.CONTEXT_EN))
+        sym = f"{sym} ({ctx})" if plang == "en" else f"{sym}，{ctx}"
+    if rng.random() < 0.25:
+        mods = vocab.PART_MOD_ZH if _is_zh(part) else vocab.PART_MOD_EN
+        part = _pick(rng, mods).format(p=part, k=int(rng.integers(0, 8)))
     model = row["model"] if rng.random() < 0.8 else row["model"].split(" ")[0]
     symptom_text = frame.format(sym=sym, slot=slot, host=row["host"], model=model, n=n).strip(" -:，")
     symptom_text = " ".join(symptom_text.split())

@@ -109,3 +109,39 @@ FRAMES_ZH = (
 FRAMES_MIXED = (
     "{host} GPU{n} {sym}", "{slot} {sym} 需要处理", "客户反馈 {sym} on {slot}", "{model} {sym}，host {host}",
 )
+
+#: Details with numbers, appended to or standing in for the symptom phrase.
+SYMPTOM_DETAIL = {
+    "MEMORY_CORRECTABLE": ("SBE count {big}", "{big} CEs in 24h", "corrected ECC {big}", "单比特错误{big}次",
+                           "ecc.errors.corrected = {big}", "CE {big}/day"),
+    "MEMORY_UNCORRECTABLE": ("DBE x{small}", "{small} uncorrectable ECC", "volatile DBE={small}", "ECC DBE {small}次",
+                             "Xid 48 x{small}", "uncorr ECC {small}, xid 48/63"),
+    "OVERHEAT": ("temp {temp}C", "GPU temp {temp}°C", "{temp}度高温", "hitting {temp}C", "T={temp}C under load",
+                 "温度{temp}℃"),
+    "FELL_OFF_BUS": ("Xid 79 x{small}", "xid79 {small} times", "掉卡{small}次", "Xid79 then lost",
+                     "nvidia-smi: Unable to determine the device handle"),
+    "ROW_REMAP": ("{small} rows pending remap", "remapped_rows.pending=Yes", "retired pages {small}",
+                  "remap failure=Yes", "{small}行待重映射"),
+    "PCIE_ERROR": ("link x{w} (should be x16)", "{big} AER correctable", "Gen{g} x{w}", "LnkSta x{w}",
+                   "降为x{w}"),
+    "FAN_FAULT": ("fan{small} 0 RPM", "FAN{small} RPM {rpm}", "风扇{small}转速{rpm}", "fan {small} failed"),
+    "POWER_FAULT": ("PSU{small} AC lost", "PSU{small} input lost", "PSU{small}告警", "PS{small} status fault"),
+    "NVLINK_ERROR": ("SXid {sxid}", "link {small} down", "nvlink {small} inactive", "NVLink {small} CRC errors",
+                     "SXid {sxid} fatal"),
+    "GSP_ERROR": ("Xid 119 x{small}", "GSP RPC timeout {small}x", "xid119/120"),
+    "HANG": ("hung {small}h", "nvidia-smi no response {small} min", "job stuck {small}h", "卡死{small}小时"),
+    "PERFORMANCE": ("{pct}% slower", "busBW {big} MB/s", "性能下降{pct}%", "step time +{pct}%"),
+    "APP_FAULT": ("Xid 13 x{small}", "Xid 31 MMU fault", "cudaErrorIllegalAddress"),
+    "DRIVER_ISSUE": ("driver {drv}", "NVML: Driver/library version mismatch", "驱动{drv}"),
+    "BOOT_FAILURE": ("POST code {post}", "stuck at POST {post}", "开机卡在{post}"),
+    "OTHER": ("see attached log", "待查", "TBD", "ref case {big}"),
+}
+
+#: Context clauses technicians add around the symptom.
+CONTEXT_EN = ("during NCCL test", "after maintenance", "job {big} failed", "found by DCGM", "customer escalated",
+              "2nd time this week", "after power event", "during burn-in", "reported by on-call")
+CONTEXT_ZH = ("客户训练任务中断", "维护后出现", "压测时发现", "第二次出现", "巡检发现", "夜班发现", "DCGM诊断失败")
+
+#: Part modifiers; {p} is the part phrase, {k} an index.
+PART_MOD_EN = ("faulty {p}", "bad {p}", "defective {p}", "dead {p}", "{p} #{k}", "{p}{k}", "{p} assy", "{p} (suspect)")
+PART_MOD_ZH = ("故障{p}", "{p}损坏", "{p}{k}", "坏{p}", "疑似{p}")
