@@ -3,8 +3,10 @@
 About one line in a hundred of a busy host's kernel log is the NVIDIA driver's. Running a
 regular expression over every line costs many times the reading of the file, so the file is
 read whole and searched for rare bytes first: ``memchr`` for ``X`` then a check for ``Xid``
-(covers ``SXid``), ``N`` then ``NVRM`` (GPU map, fallen-off-the-bus lines), and, only in
-uptime-stamped logs, the RTC boot marker. Only those lines are decoded and parsed.
+(covers ``SXid``); the driver's other lines that matter sit next to those (``GPU at PCI``
+and the board serial just before, the "fallen off the bus" message just after an Xid 79)
+and are looked for only there, plus one search for a fallen-off message on its own and,
+only in uptime-stamped logs, the RTC boot marker. Only those lines are decoded and parsed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import gzip
 import re
 from pathlib import Path
 
-import numpy as np
 
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
 _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\[\s*\d+\.\d+\]", re.MULTILINE)
@@ -39,21 +40,57 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def _starts(buf: bytes, first: bytes, word: bytes, out: set[int]) -> None:
-    """Add the start offset of every line holding ``word`` (found via its rare first byte)."""
-    n = len(word)
-    find, rfind = buf.find, buf.rfind
-    i = find(first)
+def _xid_lines(buf: bytes) -> dict[int, int]:
+    """Start offset -> 1-based line number of every line holding ``Xid`` (or ``SXid``).
+
+    ``memchr`` for the rare byte ``X``, then a check of the word; newlines are counted
+    between hits right behind the search, while those bytes are still in the CPU cache.
+    """
+    find, rfind, count = buf.find, buf.rfind, buf.count
+    out: dict[int, int] = {}
+    line_no, last = 1, 0
+    i = find(b"X")
     while i != -1:
-        if buf[i:i + n] == word:
+        if buf[i + 1:i + 3] == b"id":
             s = rfind(b"\n", 0, i) + 1
-            out.add(s)
+            line_no += count(b"\n", last, s)
+            last = s
+            out[s] = line_no
             e = find(b"\n", i)
             if e == -1:
                 break
-            i = find(first, e)
+            i = find(b"X", e)
         else:
-            i = find(first, i + 1)
+            i = find(b"X", i + 1)
+    return out
+
+
+_BEFORE, _AFTER = 1024, 2048
+
+
+def _near(buf: bytes, lo: int, hi: int, out: set[int]) -> None:
+    """Add the lines holding ``NVRM`` between byte offsets ``lo`` and ``hi``."""
+    i = buf.find(b"NVRM", lo, hi)
+    while i != -1:
+        out.add(buf.rfind(b"\n", 0, i) + 1)
+        e = buf.find(b"\n", i)
+        if e == -1:
+            break
+        i = buf.find(b"NVRM", e, hi)
+
+
+def _each_line(buf: bytes, needle: bytes, out: set[int], follow: int = 0) -> None:
+    """Add every line holding ``needle`` and the ``follow`` lines after it."""
+    i = buf.find(needle)
+    while i != -1:
+        s = buf.rfind(b"\n", 0, i) + 1
+        out.add(s)
+        for _ in range(follow):
+            s = buf.find(b"\n", s) + 1
+            if s == 0 or s >= len(buf):
+                break
+            out.add(s)
+        i = buf.find(needle, i + 1)
 
 
 def is_human(buf: bytes) -> bool:
@@ -65,35 +102,34 @@ def is_uptime(buf: bytes) -> bool:
     return _UPTIME_MARK.search(buf, 0, 8192) is not None
 
 
-def candidate_lines(buf: bytes) -> list[tuple[int, bytes]]:
-    """(1-based line number, line bytes) of every line that may matter, in file order."""
-    starts: set[int] = set()
-    _starts(buf, b"X", b"Xid", starts)
-    _starts(buf, b"N", b"NVRM", starts)
-    if is_uptime(buf):
-        i = buf.find(b"setting system clock to")
-        while i != -1:
-            starts.add(buf.rfind(b"\n", 0, i) + 1)
-            i = buf.find(b"setting system clock to", i + 1)
-    if not starts:
-        return []
-    order = sorted(starts)
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    out = []
-    line_no, prev = 1, 0
-    for s in order:
-        line_no += int(np.count_nonzero(arr[prev:s] == 10))
-        prev = s
+def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """(1-based line number, line bytes) of every line that may matter, in file order, and
+    the number of lines in the file."""
+    known = _xid_lines(buf)
+    extra: set[int] = set()
+    for s in list(known):
+        # The driver prints "GPU at PCI ..." and the board serial just before an Xid, and
+        # the multi-line "fallen off the bus" message just after an Xid 79.
+        _near(buf, max(0, s - _BEFORE), s, extra)
         e = buf.find(b"\n", s)
-        out.append((line_no, buf[s:] if e == -1 else buf[s:e]))
-    return out
-
-
-def count_lines(buf: bytes) -> int:
-    if not buf:
-        return 0
-    n = int(np.count_nonzero(np.frombuffer(buf, dtype=np.uint8) == 10))
-    return n + (0 if buf.endswith(b"\n") else 1)
+        e = len(buf) if e == -1 else e
+        if buf.find(b"): 79", s, e) != -1:
+            _near(buf, e, min(len(buf), e + _AFTER), extra)
+    # The fallen-off message also comes alone (older drivers print no Xid 79 with it).
+    _each_line(buf, b"NVRM: The NVIDIA GPU ", extra, follow=3)
+    if is_uptime(buf):
+        _each_line(buf, b"setting system clock to", extra)
+    starts = sorted(known.keys() | extra)
+    out, last_s, last_no = [], 0, 1
+    for s in starts:
+        no = known.get(s)
+        if no is None:  # a line found near a known one: count only the gap
+            no = last_no + buf.count(b"\n", last_s, s)
+        last_s, last_no = s, no
+        e = buf.find(b"\n", s)
+        out.append((no, buf[s:] if e == -1 else buf[s:e]))
+    n_lines = last_no + buf.count(b"\n", last_s) - (1 if buf.endswith(b"\n") else 0) if buf else 0
+    return out, n_lines
 
 
 def human_times(buf: bytes) -> dict[int, tuple[tuple[int, int, str] | None, float]]:

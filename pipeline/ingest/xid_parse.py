@@ -1,0 +1,273 @@
+"""Parse one kernel log's candidate lines into events and GPU-map rows, vectorized.
+
+:mod:`pipeline.ingest.xid_scan` finds the few lines that matter; here every regular
+expression runs once over all of them in polars (Rust), and the little that depends on
+the order of lines (boots, years, an SXid's companion lines, the multi-line "fallen off the
+bus" message, a serial following its "GPU at" line) is a column operation or a loop over a
+handful of rows. Nothing here raises on any text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import polars as pl
+
+from pipeline.ingest import xid_formats as fmt
+from pipeline.ingest import xid_scan as scan
+from pipeline.timeutil import local_to_utc_expr
+from pipeline.warehouse import Rejected
+
+RAW_SCHEMA: dict[str, pl.DataType] = {
+    "source_file": pl.Utf8, "line_no": pl.Int64, "host": pl.Utf8, "ts": pl.Datetime("us"),
+    "ts_source": pl.Utf8, "uptime_s": pl.Float64, "boot_seg": pl.Int32, "pci_bus_id": pl.Utf8,
+    "kind": pl.Utf8, "xid": pl.Int32, "pid": pl.Int64, "process": pl.Utf8, "message": pl.Utf8,
+    "gpu_instance": pl.Utf8, "fatal": pl.Boolean, "subcode": pl.Utf8, "recovery_action": pl.Utf8,
+    "shape": pl.Utf8,
+}
+MAP_SCHEMA: dict[str, pl.DataType] = {
+    "source_file": pl.Utf8, "line_no": pl.Int64, "host": pl.Utf8, "ts": pl.Datetime("us"),
+    "uptime_s": pl.Float64, "boot_seg": pl.Int32, "pci_bus_id": pl.Utf8, "uuid": pl.Utf8, "serial": pl.Utf8,
+}
+_MONTHS = {m: i for m, i in fmt.MONTHS.items()}
+
+
+@dataclass
+class FileParse:
+    """One file's events, GPU map rows and rejects."""
+
+    events: pl.DataFrame
+    gpu_map: pl.DataFrame
+    rejects: list[Rejected]
+    rows_skipped: int
+
+    @property
+    def rows_read(self) -> int:
+        return self.events.height + len(self.rejects)
+
+
+def _pci(col: pl.Expr) -> pl.Expr:
+    """Canonical ``0000:3b:00.0`` from any PCI id form (``00000000:3B:00``, ``0000:3b:00.0``)."""
+    low = col.str.to_lowercase()
+    dom = low.str.extract(r"^([0-9a-f]+):", 1).str.strip_chars_start("0").str.pad_start(4, "0")
+    return pl.concat_str(dom, pl.lit(":"), low.str.extract(r"^[0-9a-f]+:([0-9a-f]{2}:[0-9a-f]{2})", 1),
+                         pl.lit("."), low.str.extract(r"\.([0-7])$", 1).fill_null("0"))
+
+
+def _extract(lines: list[str]) -> pl.DataFrame:
+    """Every regular expression over all candidate lines at once."""
+    df = pl.DataFrame({"line": lines})
+    clean = (pl.col("line").str.replace_all(fmt.ANSI_RS, "").str.strip_chars_end("\r\n")
+             .str.replace(fmt.JUNK_RS, ""))
+    df = df.with_columns(line=clean).with_columns(
+        p=pl.col("line").str.extract_groups(fmt.PREFIX_RS),
+        text=pl.col("line").str.replace(fmt.PREFIX_RS, ""),
+    )
+    df = df.with_columns(
+        e=pl.col("text").str.extract_groups(fmt.EVENT_RS),
+        like=pl.col("text").str.contains(fmt.EVENT_LIKE_RS),
+        gpu_at=pl.col("text").str.extract_groups(fmt.GPU_AT_RS),
+        serial=pl.col("text").str.extract(fmt.SERIAL_RS, 1),
+        fell=pl.col("text").str.extract_groups(fmt.FELL_START_RS),
+        fell_end=pl.col("text").str.contains("fallen off the bus", literal=True),
+        rtc=pl.col("text").str.extract_groups(fmt.RTC_RS),
+    )
+    rest = pl.col("text").str.replace(fmt.EVENT_HEAD_RS, "").str.strip_chars()
+    df = df.with_columns(rest=rest, pn=rest.str.extract_groups(fmt.PID_RS))
+    pn = pl.col("pn").struct
+    pid_txt = pn.field("pid")
+    name = pn.field("name").str.strip_chars()
+    msg = pl.when(pid_txt.is_not_null()).then(pn.field("msg").fill_null("")).otherwise(
+        pl.col("rest").str.replace(r"^,\s*", "")).str.strip_chars()
+    pid = pid_txt.cast(pl.Int64, strict=False)
+    return df.select(
+        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "rtc", "p",
+        kind=pl.col("e").struct.field("kind"),
+        xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
+        pci_bus_id=_pci(pl.col("e").struct.field("pci")),
+        gpu_instance=pl.col("e").struct.field("inst").str.strip_chars().replace("", None),
+        pid=pl.when(pid > 0).then(pid),  # old drivers print pid=0 when no process is known
+        process=pl.when(name.is_not_null() & (name != "") & (name.str.strip_chars("'") != "<unknown>")).then(name),
+        message=msg,
+    ).with_columns(
+        fatal=pl.col("message").str.slice(0, 120).str.extract(fmt.FATAL_RS, 1).str.to_lowercase() == "fatal",
+        subcode=pl.col("message").str.extract(fmt.SUBCODE_RS, 1),
+        recovery_action=pl.col("message").str.extract(fmt.RECOVERY_RS, 1).str.strip_chars(),
+    )
+
+
+def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.DataFrame:
+    """Add ``uptime_s``, ``seg`` (boot within the file) and ``wall`` (naive UTC from the line's clock)."""
+    p = pl.col("p").struct
+    up = pl.coalesce(p.field("up"), p.field("up2")).cast(pl.Float64, strict=False)
+    df = df.with_columns(uptime_s=up)
+    # A new boot where the uptime goes back.
+    back = (pl.col("uptime_s") + 1e-6 < pl.col("uptime_s").forward_fill().shift(1)).fill_null(False)
+    df = df.with_columns(seg=back.cum_sum().cast(pl.Int32))
+    mon = pl.coalesce(p.field("bsd_mon"), p.field("hm_mon")).replace_strict(_MONTHS, default=None, return_dtype=pl.Int32)
+    day = pl.coalesce(p.field("bsd_day"), p.field("hm_day")).cast(pl.Int32, strict=False)
+    hms = pl.coalesce(p.field("bsd_time"), p.field("hm_time") + ":00")
+    since = pl.lit(0.0)
+    if human is not None:  # dmesg -H: every line's minute anchor and seconds since it
+        nos = df["line_no"].to_list()
+        anchors = [human.get(n, (None, 0.0)) for n in nos]
+        mon = pl.Series([a[0][0] if a[0] else None for a in anchors], dtype=pl.Int32)
+        day = pl.Series([a[0][1] if a[0] else None for a in anchors], dtype=pl.Int32)
+        hms = pl.Series([a[0][2] if a[0] else None for a in anchors], dtype=pl.Utf8)
+        since = pl.Series([a[1] for a in anchors], dtype=pl.Float64)
+    df = df.with_columns(mon=mon, day=day, hms=hms, since=since)
+    # Years: the last dated line takes the year nearest the reference; a month going back is a new year.
+    dated = df.filter(pl.col("mon").is_not_null() & pl.col("day").is_not_null())
+    roll = (pl.col("mon") < pl.col("mon").shift(1)).fill_null(False).cum_sum()
+    dated = dated.with_columns(roll=roll)
+    base = None
+    if dated.height:
+        last = dated.row(-1, named=True)
+        md = (last["mon"], last["day"], last["hms"])
+        years = [y for y in (ref.year - 1, ref.year, ref.year + 1) if fmt.with_year(md, y) is not None]
+        if years:
+            nearest = min(years, key=lambda y: abs((fmt.with_year(md, y) - ref).total_seconds()))
+            base = nearest - last["roll"]
+    df = df.with_columns(roll=pl.when(pl.col("mon").is_not_null()).then(roll))
+    year_less = pl.concat_str(pl.lit(base if base is not None else 0) + pl.col("roll"), pl.lit("-"), pl.col("mon"),
+                              pl.lit("-"), pl.col("day"), pl.lit(" "), pl.col("hms"))
+    ctime = pl.concat_str(p.field("ct_year"), pl.lit("-"),
+                          p.field("ct_mon").replace_strict(_MONTHS, default=None, return_dtype=pl.Utf8),
+                          pl.lit("-"), p.field("ct_day"), pl.lit(" "), p.field("ct_time"))
+    iso = (p.field("iso").str.replace(",", ".", literal=True).str.replace(" ", "T", literal=True)
+           .str.replace(r"Z$", "+00:00").str.replace(r"([+-][0-9]{2})([0-9]{2})$", "$1:$2"))
+    has_zone = iso.str.contains(r"[+-][0-9]{2}:[0-9]{2}$")
+    local_txt = pl.coalesce(
+        ctime, pl.when(~has_zone).then(iso.str.replace("T", " ", literal=True)),
+        year_less if base is not None else pl.lit(None, pl.Utf8))
+    local = local_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False) + pl.duration(microseconds=(pl.col("since") * 1e6).round().cast(pl.Int64))
+    aware = (pl.when(has_zone).then(iso).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_zone="UTC")
+             .dt.replace_time_zone(None))
+    df = df.with_columns(local=local, aware=aware)
+    return df.with_columns(wall=pl.coalesce("aware", local_to_utc_expr(pl.col("local"), tz))).drop("local", "aware")
+
+
+def parse_bytes(
+    buf: bytes,
+    *,
+    source_file: str,
+    host: str,
+    tz: str = "UTC",
+    boot_time: datetime | None = None,
+    ref_time: datetime | None = None,
+) -> FileParse:
+    """Parse one kernel log held in memory.
+
+    Parameters
+    ----------
+    buf : bytes
+        The whole (decompressed) file.
+    source_file, host : str
+        Recorded on every row; a syslog line naming its own host overrides ``host``.
+    tz : str
+        Zone of local wall-clock stamps (``dmesg -T``, syslog, journalctl short).
+    boot_time : datetime, optional
+        Naive UTC boot time for uptime-only lines of the last boot in the file when the
+        log itself has no boot marker.
+    ref_time : datetime, optional
+        A time near the year-less lines (default: now): the last line takes the year that
+        puts it nearest; earlier lines count back across each December to January.
+    """
+    cands, n_lines = scan.candidate_lines(buf)
+    if not cands:
+        return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [], n_lines)
+    lines = b"\n".join(c[1] for c in cands).decode("utf-8", errors="replace").split("\n")
+    df = _extract(lines).with_columns(line_no=pl.Series([c[0] for c in cands], dtype=pl.Int64))
+    human = scan.human_times(buf) if scan.is_human(buf) else None
+    df = _times(df, tz, ref_time or datetime.now(), human)
+    df = df.with_columns(host=pl.col("p").struct.field("host").fill_null(host))
+    rejects = [Rejected(no, "bad_xid_line", line[:4000],
+                        f"{source_file}: looks like an Xid/SXid event but its PCI id or code cannot be read")
+               for no, line in df.filter(pl.col("xid").is_null() & pl.col("like")).select("line_no", "line").iter_rows()]
+    seg_boot = _boots(df, boot_time)
+    events = _events(df)
+    maps = _maps(df)
+    events = _finish(events, seg_boot, source_file).select(list(RAW_SCHEMA))
+    maps = _finish(maps, seg_boot, source_file).select(list(MAP_SCHEMA))
+    skipped = max(n_lines - events.height - len(rejects), 0)
+    return FileParse(events, maps, rejects, skipped)
+
+
+def _boots(df: pl.DataFrame, boot_time: datetime | None) -> dict[int, datetime]:
+    """Boot time (naive UTC) per boot in the file: from a line with both a clock and an
+    uptime, else the RTC line, else (last boot only) the configured one."""
+    seg_boot: dict[int, datetime] = {}
+    both = df.filter(pl.col("wall").is_not_null() & pl.col("uptime_s").is_not_null())
+    for seg, wall, up in both.select("seg", "wall", "uptime_s").iter_rows():
+        seg_boot.setdefault(seg, wall - timedelta(seconds=up))
+    rtc = df.filter(pl.col("rtc").struct.field("iso").is_not_null() & pl.col("uptime_s").is_not_null())
+    for seg, r, up in rtc.select("seg", "rtc", "uptime_s").iter_rows():
+        try:
+            at = (datetime.fromtimestamp(int(r["epoch"]), timezone.utc).replace(tzinfo=None) if r["epoch"]
+                  else datetime.fromisoformat(r["iso"].replace(" ", "T")))
+        except (ValueError, OverflowError, OSError):
+            continue
+        seg_boot.setdefault(seg, at - timedelta(seconds=up))
+    last = int(df["seg"].max() or 0)
+    if boot_time is not None and last not in seg_boot:
+        seg_boot[last] = boot_time
+    return seg_boot
+
+
+def _events(df: pl.DataFrame) -> pl.DataFrame:
+    """Event rows: Xid/SXid lines (an SXid's Severity/Data lines folded into the first) and
+    the codeless fallen-off-the-bus message as an Xid 79."""
+    ev = df.filter(pl.col("xid").is_not_null())
+    same_as_prev = ((pl.col("kind") == "SXid") & pl.col("message").str.contains(r"^(Severity|Data)\b")
+                    & (pl.col("kind").shift(1) == "SXid") & (pl.col("xid").shift(1) == pl.col("xid"))
+                    & (pl.col("pci_bus_id").shift(1) == pl.col("pci_bus_id"))
+                    & (pl.col("line_no") - pl.col("line_no").shift(1) <= 4)).fill_null(False)
+    ev = ev.filter(~same_as_prev).with_columns(shape=pl.lit("line"))
+    fell_rows = []
+    starts = df.filter(pl.col("fell").struct.field("dom").is_not_null() | pl.col("fell_end"))
+    pending = None
+    for r in starts.iter_rows(named=True):
+        if r["fell"]["dom"] is not None:
+            pending = r
+        if r["fell_end"] and pending is not None and r["line_no"] - pending["line_no"] <= 4:
+            f = pending["fell"]
+            fell_rows.append({**pending, "kind": "Xid", "xid": 79,
+                              "pci_bus_id": fmt.canonical_pci(f["dom"], f["bus"], f["dev"], f["fn"]),
+                              "pid": None, "process": None, "message": fmt.FELL_TEXT, "gpu_instance": None,
+                              "fatal": None, "subcode": None, "recovery_action": None, "shape": "fallen_off_bus"})
+            pending = None
+    if fell_rows:
+        extra = pl.DataFrame(fell_rows, schema=ev.schema)
+        ev = pl.concat([ev, extra]).sort("line_no")
+    return ev
+
+
+def _maps(df: pl.DataFrame) -> pl.DataFrame:
+    """GPU-map rows: each ``GPU at`` line with the serial printed within 4 lines after it."""
+    rows = df.filter(pl.col("gpu_at").struct.field("uuid").is_not_null() | pl.col("serial").is_not_null())
+    out, last = [], None
+    for r in rows.iter_rows(named=True):
+        g = r["gpu_at"]
+        if g["uuid"] is not None:
+            last = {**r, "pci_bus_id": fmt.canonical_pci_text(g["pci"]), "uuid": g["uuid"], "serial": None}
+            out.append(last)
+        elif last is not None and r["line_no"] - last["line_no"] <= 4 and last["serial"] is None:
+            last["serial"] = r["serial"].strip() or None
+    schema = {**{k: v for k, v in df.schema.items() if k not in ("serial",)}, "pci_bus_id": pl.Utf8, "uuid": pl.Utf8, "serial": pl.Utf8}
+    return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
+
+
+def _finish(df: pl.DataFrame, seg_boot: dict[int, datetime], source_file: str) -> pl.DataFrame:
+    """Settle ``ts`` (the line's clock, else boot time + uptime) and the bookkeeping columns."""
+    boots = pl.DataFrame({"seg": list(seg_boot), "boot": list(seg_boot.values())},
+                         schema={"seg": pl.Int32, "boot": pl.Datetime("us")})
+    df = df.join(boots, on="seg", how="left")
+    from_boot = pl.col("boot") + pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round().cast(pl.Int64))
+    return df.with_columns(
+        ts=pl.coalesce("wall", from_boot),
+        ts_source=pl.when(pl.col("wall").is_not_null()).then(pl.lit("wall"))
+        .when(from_boot.is_not_null()).then(pl.lit("boot")),
+        boot_seg=pl.col("seg"),
+        source_file=pl.lit(source_file),
+    )
