@@ -15,6 +15,8 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openpyxl import load_workbook
 
 from pipeline.config import Config
@@ -205,7 +207,7 @@ def test_outputs_written_and_neutralized(built, tmp_path):
 
 
 def test_afr_before_the_stats_stage_matches_pipeline_stats(built):
-    import pipeline.stats as st
+    import pipeline.stats as stats
     from pipeline.report.reliability import afr, fleet_afr
 
     wh, facts, _ = built
@@ -214,7 +216,7 @@ def test_afr_before_the_stats_stage_matches_pipeline_stats(built):
     by_model = afr(wh, Config(), "model")
     assert by_model["failures"].sum() == facts["failures"]
     assert abs(by_model["gpu_days"].sum() - fleet["gpu_days"]) < 1e-6
-    direct = st.afr(wh, "model", Config()).sort("model")
+    direct = stats.afr(wh, "model", Config()).sort("model")
     assert by_model.sort("model")["afr_pct"].to_list() == direct["afr_pct"].to_list()
     for r in by_model.iter_rows(named=True):
         assert r["afr_ci_low_pct"] <= r["afr_pct"] <= r["afr_ci_high_pct"]
@@ -229,3 +231,16 @@ def test_report_prefers_the_stats_tables(filled):
     wh.insert("stats_afr", pl.DataFrame([row]))
     doc = build_report(wh, Config()).html
     assert "31.66" in doc and "From the statistics stage." in doc
+
+
+_TAG = re.compile(r"</?(table|thead|tbody|tr|th|td|p)( class=\"?[a-z ]*\"?)?>")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=60), min_size=1, max_size=5))
+def test_any_text_in_a_table_stays_text(texts):
+    from pipeline.report.html import table
+
+    doc = table(pl.DataFrame({"part_text": texts, "file": list(reversed(texts))}))
+    assert "<" not in _TAG.sub("", doc)
+    assert all(htmllib.escape(t, quote=True) in doc for t in texts)
