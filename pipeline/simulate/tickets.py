@@ -192,8 +192,7 @@ def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
         sn = _serial_written(rng, row["serial"])
         rec = {**row, "ticket_id": tid, "part_text": part, "symptom_text": sym, "action_text": act,
                "serial_text": sn}
-        if not sn and row["slot"] is None and rng.random() < 0.1:
-            rec["host_text"] = row["host"].upper()
+        rec["host_text"] = row["host"].upper() if rng.random() < 0.06 else row["host"]
         by_point.setdefault(p, []).append(rec)
         truth.append({"service_point": p, "ticket_id": tid, "serial": row["serial"] or "", "host": row["host"],
                       "slot": row["slot"], "opened_at": row["opened_at"], "event_at": row["event_at"],
@@ -203,12 +202,39 @@ def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
     for p, recs in sorted(by_point.items()):
         folder = out / p
         folder.mkdir(parents=True, exist_ok=True)
+        if p in SNAPSHOT_POINTS:
+            _write_snapshots(folder, recs, sim)
+            continue
         months: dict[str, list[dict]] = {}
         for r in recs:
             months.setdefault(r["opened_at"].strftime("%Y-%m"), []).append(r)
         for month, rs in sorted(months.items()):
             _WRITERS[POINT_STYLE[p][1]](folder / f"tickets-{month}", rs, sim)
     return truth
+
+
+#: Points that export weekly snapshots of the last four weeks: a ticket appears in several
+#: files, first open (no resolution yet), later closed. The latest version is the truth.
+SNAPSHOT_POINTS = {"iad-noc"}
+SNAPSHOT_EVERY_DAYS, SNAPSHOT_SPAN_DAYS = 7, 28
+
+
+def _write_snapshots(folder: Path, recs: list[dict], sim) -> None:
+    from datetime import timedelta
+
+    t = sim.start + timedelta(days=SNAPSHOT_EVERY_DAYS)
+    while True:
+        last = t >= sim.end
+        t = min(t, sim.end)
+        rows = []
+        for r in recs:
+            if t - timedelta(days=SNAPSHOT_SPAN_DAYS) <= r["opened_at"] < t:
+                rows.append({**r, "_open": r["closed_at"] > t})
+        if rows:
+            _w_xlsx_noc(folder / f"cases-{t:%Y-%m-%d}", rows, sim)
+        if last:
+            break
+        t += timedelta(days=SNAPSHOT_EVERY_DAYS)
 
 
 def _local(t: datetime, tz: str) -> datetime:
@@ -239,7 +265,7 @@ def _w_csv_gbk(stem: Path, rs: list[dict], sim) -> None:
     for r in rs:
         o, c = _local(r["opened_at"], _tz(r)), _local(r["closed_at"], _tz(r))
         rows.append([r["ticket_id"], f"{o.year}/{o.month}/{o.day} {o:%H:%M}", "上海" if r["site"] == "sha" else r["site"],
-                     r["host"], _slot(r), r["serial_text"], r["part_text"], r["symptom_text"], r["action_text"],
+                     r["host_text"], _slot(r), r["serial_text"], r["part_text"], r["symptom_text"], r["action_text"],
                      "已关闭", f"{c.year}/{c.month}/{c.day} {c:%H:%M}"])
     stem.with_suffix(".csv").write_bytes(_csv_bytes(header, rows, "gbk"))
 
@@ -250,7 +276,7 @@ def _w_csv_bom(stem: Path, rs: list[dict], sim) -> None:
     rows = []
     for r in rs:
         o, c = _local(r["opened_at"], _tz(r)), _local(r["closed_at"], _tz(r))
-        rows.append([r["ticket_id"], o.strftime("%m/%d/%Y %I:%M %p"), r["host"], _slot(r), r["serial_text"],
+        rows.append([r["ticket_id"], o.strftime("%m/%d/%Y %I:%M %p"), r["host_text"], _slot(r), r["serial_text"],
                      r["part_text"], r["symptom_text"], r["action_text"], "Closed", c.strftime("%m/%d/%Y %I:%M %p")])
     stem.with_suffix(".csv").write_bytes(_csv_bytes(header, rows, "utf-8-sig"))
 
@@ -258,7 +284,7 @@ def _w_csv_bom(stem: Path, rs: list[dict], sim) -> None:
 def _w_csv_vendor(stem: Path, rs: list[dict], sim) -> None:
     header = ["case_number", "created_utc", "host", "slot", "board_sn", "failed_component", "failure_mode",
               "corrective_action"]
-    rows = [[r["ticket_id"], r["opened_at"].strftime("%Y-%m-%dT%H:%M:%SZ"), r["host"], _slot(r), r["serial_text"],
+    rows = [[r["ticket_id"], r["opened_at"].strftime("%Y-%m-%dT%H:%M:%SZ"), r["host_text"], _slot(r), r["serial_text"],
              r["part_text"], r["symptom_text"], r["action_text"]] for r in rs]
     stem.with_suffix(".csv").write_bytes(_csv_bytes(header, rows, "utf-8"))
 
@@ -268,7 +294,7 @@ def _w_json(stem: Path, rs: list[dict], sim) -> None:
     for r in rs:
         o, c = _local(r["opened_at"], _tz(r)), _local(r["closed_at"], _tz(r))
         recs.append({"id": r["ticket_id"], "created": o.strftime("%d.%m.%Y %H:%M"), "closed": c.strftime("%d.%m.%Y %H:%M"),
-                     "system": r["host"], "position": f"GPU {r['slot']}" if r["slot"] is not None else None,
+                     "system": r["host_text"], "position": f"GPU {r['slot']}" if r["slot"] is not None else None,
                      "sn": r["serial_text"] or None, "component": r["part_text"], "fault": r["symptom_text"],
                      "measure": r["action_text"], "state": "closed"})
     stem.with_suffix(".json").write_text(json.dumps(recs, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -276,19 +302,22 @@ def _w_json(stem: Path, rs: list[dict], sim) -> None:
 
 def _w_xlsx(stem: Path, rs: list[dict], sim) -> None:
     header = ["Ticket No.", "Report Date", "Server", "Slot", "SN", "Component", "Issue", "Resolution", "Engineer"]
-    rows = [[r["ticket_id"], _local(r["opened_at"], _tz(r)).replace(microsecond=0), r["host"],
+    rows = [[r["ticket_id"], _local(r["opened_at"], _tz(r)).replace(microsecond=0), r["host_text"],
              r["slot"], r["serial_text"] or None, r["part_text"], r["symptom_text"], r["action_text"],
              ("Wang", "Li", "Zhang", "Chen", "Liu")[hash_int(r["ticket_id"]) % 5]] for r in rs]
     _save_xlsx(stem.with_suffix(".xlsx"), "Tickets", header, rows, date_cols={1})
 
 
 def _w_xlsx_noc(stem: Path, rs: list[dict], sim) -> None:
-    header = ["Case #", "Opened (ET)", "Server", "Location", "GPU", "Serial", "Category", "Summary", "Resolution Notes"]
+    header = ["Case #", "Opened (ET)", "Status", "Server", "Location", "GPU", "Serial", "Category", "Summary",
+              "Resolution Notes"]
     rows = []
     for r in rs:
         h = next(x for x in sim.hosts if x.name == r["host"])
-        rows.append([r["ticket_id"], _local(r["opened_at"], _tz(r)).strftime("%Y-%m-%d %H:%M:%S"), r["host"],
-                     f"{h.rack} U{h.unit}", _slot(r), r["serial_text"], r["part_text"], r["symptom_text"], r["action_text"]])
+        is_open = r.get("_open", False)
+        rows.append([r["ticket_id"], _local(r["opened_at"], _tz(r)).strftime("%Y-%m-%d %H:%M:%S"),
+                     "Open" if is_open else "Closed", r["host_text"], f"{h.rack} U{h.unit}", _slot(r),
+                     r["serial_text"], r["part_text"], r["symptom_text"], "" if is_open else r["action_text"]])
     _save_xlsx(stem.with_suffix(".xlsx"), "cases", header, rows, date_cols=set())
 
 
