@@ -115,7 +115,7 @@ def _reject_reason(field_name: str) -> str:
 
 
 def _bad_rows(con: duckdb.DuckDBPyConnection, seg_fields: list[Field]) -> list[Rejected]:
-    rows = con.execute(smi_facts.reject_rows_sql(seg_fields, "seg")).fetchall()
+    rows = con.execute(smi_facts.reject_rows_sql(seg_fields, "seg", facts_only=True)).fetchall()
     return [Rejected(ln, _reject_reason(f), line, f"unreadable {f}") for ln, line, f in rows]
 
 

@@ -49,6 +49,13 @@ def _strict(fields: list[Field]) -> list[int]:
     return [i for i, f in enumerate(fields) if f.kind in ("ts", "int", "num", "mask")]
 
 
+def _used(fields: list[Field]) -> list[Field]:
+    """The fields the facts read (identity and metrics); the others are not even cleaned."""
+    wanted = {c for cands in METRICS.values() for c in cands} | set(_ID_RAW) | {"ts"}
+    wanted |= {p + r for r in _REASON_FIELDS for p in ("clocks_event_reasons_", "clocks_throttle_reasons_")}
+    return [f if f.column in wanted else Field(f.name, f.unit, ignored=True) for f in fields]
+
+
 def cleaned_sql(fields: list[Field], src: str, extra: str = "") -> str:
     """``src`` with each checked field's clean value ``v<i>`` beside its raw text ``c<i>``."""
     cols = [f"c{i}" for i in range(len(fields))]
@@ -90,8 +97,9 @@ def cleaned_cols(fields: list[Field]) -> str:
 def hourly_sql(fields: list[Field], src: str) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour.
 
-    ``_bad`` counts the group's rows with an unreadable value: the fast path gives up on
-    a file where it is not 0 (the exact path quarantines those rows before aggregating).
+    ``_bad`` counts the group's rows with an unreadable value in a field the facts use: the
+    fast path gives up on a file where it is not 0 (the exact path quarantines those rows
+    before aggregating). Fields the facts do not use are neither cleaned nor checked.
     """
     idx = {f.name: i for i, f in enumerate(fields)}
     ts = f"v{idx['timestamp']}" if "timestamp" in idx else "NULL::TIMESTAMP"
@@ -101,7 +109,8 @@ def hourly_sql(fields: list[Field], src: str) -> str:
     )
     m = metric_exprs(fields)
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
-    bad = " + ".join(f"count(*) FILTER ({b})" for _, b in bad_checks(fields)) or "0"
+    fields = _used(fields)
+    bad = f"count(*) FILTER ({' OR '.join(b for _, b in bad_checks(fields))})" if bad_checks(fields) else "0"
     counters = []
     for short, name in (("ecc_c", "ecc_corrected"), ("ecc_u", "ecc_uncorrected"), ("pcie_replay", "pcie_replay")):
         v = f"m_{short}"
@@ -138,8 +147,12 @@ GROUP BY ALL
 """
 
 
-def reject_rows_sql(fields: list[Field], src: str, extra: str = "") -> str:
-    """Rows of ``src`` (with ``line_no``, ``line``) whose values cannot be read, and why."""
+def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_only: bool = False) -> str:
+    """Rows of ``src`` (with ``line_no``, ``line``) whose values cannot be read, and why.
+
+    ``facts_only``: check only the fields the hourly facts use (as :func:`hourly_sql` does).
+    """
+    fields = _used(fields) if facts_only else fields
     checks = bad_checks(fields)
     if not checks:
         return f"SELECT {extra}line_no, line, NULL AS bad_field FROM {src} WHERE false"

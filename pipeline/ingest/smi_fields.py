@@ -90,6 +90,7 @@ class Field:
 
     name: str
     unit: str = ""
+    ignored: bool = False  # carried along but neither cleaned nor checked
 
     @property
     def column(self) -> str:
@@ -102,6 +103,8 @@ class Field:
     def kind(self) -> str:
         """ts, int, pci, text, mask, num (strict number or Yes/No) or auto (decided by the data)."""
         n = self.name
+        if self.ignored:
+            return "text"
         if n == "timestamp":
             return "ts"
         if n == "index":

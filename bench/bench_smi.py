@@ -1,0 +1,227 @@
+"""Benchmark: nvidia-smi CSV ingest on >= 1 GB of generated logs.
+
+Measures, in one run and each as the median of ``--repeat`` runs in a fresh process (so
+peak RSS is that method's own):
+
+- ``floor``: reading the file's bytes in Python (the I/O floor);
+- ``duckdb_bare``: a bare streaming DuckDB aggregation of the same file (auto-detected
+  CSV, GPU x hour groups, max of the same raw columns the facts use, no cleaning);
+- ``pandas``: a straightforward pandas implementation (chunked ``read_csv``, units stripped
+  with ``.str``, ``to_numeric``/``to_datetime``, group by GPU and hour);
+- ``fleetfault``: the smi stage's full ingest of the file into a fresh warehouse
+  (``Warehouse.ingest_file``: sha256, parse, clean, hourly facts, insert) and ``gpu_days``.
+
+Writes its section of ``bench/RESULTS.md``. Usage::
+
+    nice python bench/bench_smi.py --size-gb 1.0 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+HEADER = ("timestamp, index, name, serial, uuid, pci.bus_id, driver_version, temperature.gpu, temperature.memory, "
+          "utilization.gpu [%], utilization.memory [%], memory.used [MiB], memory.total [MiB], power.draw [W], "
+          "clocks.current.sm [MHz], fan.speed [%], clocks_event_reasons.active, ecc.errors.corrected.volatile.total, "
+          "ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.pending, remapped_rows.failure, "
+          "pcie.link.width.current, pcie.link.width.max")
+FACT_COLUMNS = ["temperature.gpu", "temperature.memory", "utilization.gpu [%]", "memory.used [MiB]", "power.draw [W]",
+                "clocks.current.sm [MHz]", "fan.speed [%]", "clocks_event_reasons.active",
+                "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+                "remapped_rows.pending", "remapped_rows.failure", "pcie.link.width.current", "pcie.link.width.max"]
+
+
+def generate(path: Path, size_gb: float, seed: int = 7) -> Path:
+    """An 8-GPU host sampled every second (``-l 1``), as nvidia-smi writes it."""
+    import numpy as np
+    import polars as pl
+
+    target = int(size_gb * (1 << 30))
+    if path.exists() and path.stat().st_size >= target:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    start = np.datetime64("2026-07-01T00:00:00")
+    with open(path, "w") as f:
+        f.write(HEADER + "\n")
+        t0 = 0
+        while f.tell() < target:
+            n_t = 50_000
+            secs = np.repeat(np.arange(t0, t0 + n_t), 8)
+            idx = np.tile(np.arange(8), n_t)
+            n = len(secs)
+            ts = (start + secs.astype("timedelta64[s]")).astype(str)
+            ms = rng.integers(0, 1000, n)
+            temp = rng.integers(30, 85, n)
+            df = pl.DataFrame({
+                "ts": [s.replace("-", "/").replace("T", " ") for s in ts], "ms": ms, "i": idx, "temp": temp,
+                "mtemp": temp + 4, "util": rng.integers(0, 101, n), "mutil": rng.integers(0, 101, n),
+                "mem": rng.integers(0, 81559, n), "pw": rng.uniform(60, 700, n).round(2),
+                "sm": rng.integers(210, 1981, n), "mask": rng.choice([0, 0, 0, 4, 0x20, 0x40], n),
+                "ecc": (secs // 3600) % 7,
+            })
+            line = pl.format(
+                "{}.{}, {}, NVIDIA H100 80GB HBM3, 165282305455{}, GPU-5f1ba2c4-8a5e-7a4c-b3c1-0a4f2e9a1c0{}, "
+                "00000000:{}:00.0, 550.54.15, {}, {}, {} %, {} %, {} MiB, 81559 MiB, {} W, {} MHz, [N/A], 0x{}, {}, 0, "
+                "[N/A], No, No, 16, 16",
+                "ts", pl.col("ms").cast(pl.Utf8).str.zfill(3), "i", "i", "i",
+                (pl.col("i") * 16 + 0x18).map_elements(lambda v: f"{v:02X}", return_dtype=pl.Utf8),
+                "temp", "mtemp", "util", "mutil", "mem", pl.col("pw").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.Utf8),
+                "sm", pl.col("mask").map_elements(lambda v: f"{v:016X}", return_dtype=pl.Utf8), "ecc",
+            )
+            f.write("\n".join(df.select(line).to_series().to_list()) + "\n")
+            t0 += n_t
+    return path
+
+
+# -- the methods (each runs in its own process) ------------------------------------------------
+
+def m_floor(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while block := f.read(16 << 20):
+            n += len(block)
+    return n
+
+
+def m_duckdb_bare(path: Path) -> int:
+    import duckdb
+
+    aggs = ", ".join(f'max("{c}")' for c in FACT_COLUMNS)
+    rows = duckdb.connect().sql(
+        f'SELECT "index", "serial", "uuid", "pci.bus_id", date_trunc(\'hour\', "timestamp") AS h, count(*), {aggs} '
+        f"FROM read_csv('{path}') GROUP BY ALL"
+    ).fetchall()
+    return len(rows)
+
+
+def m_pandas(path: Path) -> int:
+    import pandas as pd
+
+    parts = []
+    for chunk in pd.read_csv(path, skipinitialspace=True, chunksize=1_000_000, dtype=str):
+        df = pd.DataFrame({"index": chunk["index"].astype(int), "serial": chunk["serial"]})
+        df["ts"] = pd.to_datetime(chunk["timestamp"], format="%Y/%m/%d %H:%M:%S.%f")
+        for c in FACT_COLUMNS:
+            s = chunk[c].str.replace(r"\s*(%|MiB|W|MHz)$", "", regex=True)
+            s = s.replace({"[N/A]": None, "Yes": "1", "No": "0"})
+            if c == "clocks_event_reasons.active":
+                df[c] = s.map(lambda v: int(v, 16) if isinstance(v, str) else None)
+            else:
+                df[c] = pd.to_numeric(s, errors="coerce")
+        df["hour"] = df["ts"].dt.floor("h")
+        parts.append(df.groupby(["index", "serial", "hour"]).agg(
+            {c: ["count", "sum", "min", "max"] for c in FACT_COLUMNS}))
+    out = pd.concat(parts)
+    return len(out)
+
+
+def m_fleetfault(path: Path) -> int:
+    import tempfile
+
+    from pipeline.ingest.smi import load_file, recompute_gpu_days
+    from pipeline.warehouse import Warehouse
+
+    with tempfile.TemporaryDirectory() as d, Warehouse(Path(d) / "w.duckdb") as wh:
+        res = wh.ingest_file("smi", path, lambda p, fid: load_file(p, fid, host="bench", tz="UTC", fields=None)[0])
+        recompute_gpu_days(wh)
+        assert res.rows_quarantined == 0, res
+        return res.rows_loaded
+
+
+METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault}
+
+
+def one(method: str, path: Path) -> dict:
+    t = time.perf_counter()
+    result = METHODS[method](path)
+    secs = time.perf_counter() - t
+    # VmHWM, not ru_maxrss: the latter survives fork+exec and would report the parent's peak.
+    status = Path("/proc/self/status").read_text()
+    rss = int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1]) * 1024
+    return {"method": method, "seconds": secs, "peak_rss": rss, "result": result}
+
+
+def measure(method: str, path: Path, repeat: int) -> dict:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, __file__, "--one", method, str(path)], check=True,
+                             capture_output=True, text=True, cwd=HERE.parent)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"  {method}: {runs[-1]['seconds']:.2f} s, peak RSS {runs[-1]['peak_rss'] / 2**20:.0f} MiB", flush=True)
+    return {"method": method, "seconds": statistics.median(r["seconds"] for r in runs),
+            "runs": [round(r["seconds"], 2) for r in runs], "peak_rss": max(r["peak_rss"] for r in runs),
+            "result": runs[-1]["result"]}
+
+
+def write_results(res: dict[str, dict], path: Path, size: int, command: str) -> None:
+    ff, bare, pd_ = res["fleetfault"], res["duckdb_bare"], res["pandas"]
+    lines = [
+        "## smi: nvidia-smi CSV ingest",
+        "",
+        f"Command: `{command}` (run in the repository root; {os.cpu_count()} CPUs, shared with other jobs).",
+        f"Input: one generated log of {size / 2**30:.2f} GiB ({size:,} bytes, {ff['result']:,} samples, 24 fields, "
+        "8 GPUs sampled every second). Times are medians of the runs listed, each in a fresh process.",
+        "",
+        "| method | median s | runs | MB/s | peak RSS MiB |",
+        "|---|---|---|---|---|",
+    ]
+    for m in ("floor", "duckdb_bare", "pandas", "fleetfault"):
+        r = res[m]
+        lines.append(f"| {m} | {r['seconds']:.2f} | {r['runs']} | {size / 2**20 / r['seconds']:.0f} | {r['peak_rss'] / 2**20:.0f} |")
+    ratio_bare = ff["seconds"] / bare["seconds"]
+    ratio_pd = pd_["seconds"] / ff["seconds"]
+    rss_ratio = ff["peak_rss"] / size
+    lines += [
+        "",
+        f"- fleetfault / bare DuckDB: **{ratio_bare:.2f}x** (target <= 1.25x: {'met' if ratio_bare <= 1.25 else 'NOT met'})",
+        f"- pandas / fleetfault: **{ratio_pd:.1f}x** faster (target >= 6x: {'met' if ratio_pd >= 6 else 'NOT met'})",
+        f"- fleetfault peak RSS / input: **{rss_ratio:.2f}** (target <= 0.5: {'met' if rss_ratio <= 0.5 else 'NOT met'})",
+        "- fleetfault's time includes the registry's sha256 of the file, the insert and the gpu_days rebuild.",
+        "",
+    ]
+    section = "\n".join(lines)
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    start = text.find("## smi:")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--methods", default="floor,duckdb_bare,pandas,fleetfault")
+    ap.add_argument("--one", nargs=2, metavar=("METHOD", "FILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
+    args = ap.parse_args()
+    if args.one:
+        sys.path.insert(0, str(HERE.parent))
+        print(json.dumps(one(args.one[0], Path(args.one[1]))))
+        return
+    path = generate(DATA / f"smi_{args.size_gb:g}gb.csv", args.size_gb)
+    size = path.stat().st_size
+    print(f"input {path} ({size / 2**30:.2f} GiB)", flush=True)
+    res = {m: measure(m, path, args.repeat) for m in args.methods.split(",")}
+    if not args.no_write and set(res) == set(METHODS):
+        cmd = "nice python bench/bench_smi.py " + " ".join(sys.argv[1:])
+        write_results(res, HERE / "RESULTS.md", size, cmd.strip())
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
