@@ -243,3 +243,12 @@ def test_cli_parse_smi(tmp_path, cli, capsys):
     g = write(tmp_path / "h9" / "b.csv", "2026/07/03 22:10:46.109, 3, 70")
     assert cli("parse", "smi", g, "--fields", "timestamp,index,temperature.gpu", "--host", "x", "-o", tmp_path / "o.csv") == 0
     assert duckdb.sql(f"select host, gpu_index, temperature_gpu from '{tmp_path / 'o.csv'}'").fetchall() == [("x", 3, 70)]
+
+
+def test_the_line_names_its_host(tmp_path):
+    f = write(tmp_path / "folder-host" / "a.csv", "timestamp, hostname, index, temperature.gpu",
+              "2026/07/03 22:10:46.109, node-7, 0, 45", "2026/07/03 22:10:46.109, [N/A], 1, 46")
+    _, hourly = _hourly(f)
+    assert hourly["host"].to_list() == ["node-7", "h1"]
+    df, _ = parse(f)
+    assert df["host"].to_list() == ["node-7", "folder-host"]

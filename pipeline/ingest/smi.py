@@ -289,7 +289,7 @@ def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) 
         ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
         ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
         file_id=pl.lit(file_id, pl.Int64),
-        host=pl.lit(host),
+        host=pl.coalesce(pl.col("line_host"), pl.lit(host)),  # the line names its host, else the folder
     )
     return df.select([c for c in cols])
 

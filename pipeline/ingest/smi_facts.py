@@ -42,7 +42,8 @@ THERMAL_BITS, POWER_BITS, HW_SLOWDOWN_BITS, POWER_BRAKE_BITS = 0x20 | 0x40, 0x04
 _REASON_FIELDS = {"sw_power_cap": 0x04, "hw_slowdown": 0x08, "sw_thermal_slowdown": 0x20,
                   "hw_thermal_slowdown": 0x40, "hw_power_brake_slowdown": 0x80}
 
-_ID_RAW = {"gpu_index": "index", "name": "name", "serial": "serial", "uuid": "uuid", "pci_bus_id": "pci.bus_id"}
+_ID_RAW = {"gpu_index": "index", "name": "name", "serial": "serial", "uuid": "uuid", "pci_bus_id": "pci.bus_id",
+           "host": "hostname"}
 
 
 def _strict(fields: list[Field]) -> list[int]:
@@ -119,7 +120,7 @@ def hourly_sql(fields: list[Field], src: str) -> str:
             f"arg_max({v}, ts) FILTER ({v} IS NOT NULL) AS {name}_last, max({v}) AS {name}_max"
         )
     return f"""
-SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, {bad} AS _bad,
+SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, {bad} AS _bad,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   count(m_temp) AS temp_n, sum(m_temp) AS temp_sum, sum(m_temp * m_temp) AS temp_sumsq,
   min(m_temp) AS temp_min, max(m_temp) AS temp_max, max(m_mem_temp) AS mem_temp_max,
@@ -172,6 +173,7 @@ def finish_hourly_sql(view: str) -> str:
         "serial": f"upper({clean_sql(Field('serial'), 'r_serial')})",
         "uuid": clean_sql(Field("uuid"), "r_uuid"),
         "pci_bus_id": clean_sql(Field("pci.bus_id"), "r_pci_bus_id"),
+        "line_host": clean_sql(Field("hostname"), "r_host"),
     }
     deltas = ", ".join(
         f"CASE WHEN {n}_last >= {n}_first THEN {n}_last - {n}_first "
@@ -179,7 +181,7 @@ def finish_hourly_sql(view: str) -> str:
         for n in ("ecc_corrected", "ecc_uncorrected", "pcie_replay")
     )
     keep = ", ".join(f"{e} AS {c}" for c, e in ids.items())
-    return f"SELECT {keep}, * EXCLUDE (r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, _bad, " \
+    return f"SELECT {keep}, * EXCLUDE (r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, _bad, " \
            f"ecc_corrected_max, ecc_uncorrected_max, pcie_replay_max), {deltas} FROM {view}"
 
 
