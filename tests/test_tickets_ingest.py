@@ -146,7 +146,8 @@ def test_broken_rows_are_quarantined_with_reasons(tmp_path):
             "T-3,yesterday-ish,h3,fan,noise,replace\n"            # unreadable date
             ",2025-03-01 12:00,h4,PSU,no power,replace\n"          # no ticket id
             "T-5,2025-03-02 10:00,h5,\"DIMM, slot B2\",ECC,\"replace\nDIMM\"\n"  # quoted newline: fine
-            "T-6,2025-03-02 11:00,h6,GPU,hot,clean,EXTRA\n")       # one field too many
+            "T-6,2025-03-02 11:00,h6,GPU,hot,clean,EXTRA\n"       # one field too many
+            "Ticket #,Opened,Host,Part,Symptom,Action\n")          # header again (pasted dumps): skipped
     f = write(tmp_path / "p" / "t.csv", text)
     got = load_tickets(f, 1, "p", CFG)
     assert [r["ticket_id"] for r in rows_of(got)] == ["T-1", "T-5"]

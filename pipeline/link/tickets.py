@@ -156,23 +156,26 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     return tickets.with_columns(pl.Series("serial", serials, pl.Utf8), pl.Series("link_method", methods, pl.Utf8))
 
 
-def relink(wh, cfg) -> tuple[int, int]:
-    """Link every ticket in the warehouse; returns (tickets, unlinked)."""
+def relink(wh, cfg) -> tuple[int, int, int]:
+    """Link every ticket in the warehouse; returns (tickets, linked, unlinked that name a GPU)."""
     tickets = wh.pl('SELECT * FROM tickets ORDER BY service_point, ticket_id', step="read tickets")
     if tickets.height == 0:
-        return 0, 0
+        return 0, 0, 0
     inventory = wh.pl("SELECT serial, host, slot, installed_at, removed_at FROM inventory", step="read inventory")
     linked = link_frame(tickets, inventory, max_edits=cfg.link.serial_max_edits,
                         replace_window_days=cfg.link.replace_window_days)
     with wh.transaction():
         wh.replace("tickets", linked)
-    return linked.height, int(linked["link_method"].is_null().sum())
+    unlinked = linked.filter(pl.col("link_method").is_null())
+    naming = unlinked.filter(pl.col("serial_text").is_not_null() | pl.col("slot").is_not_null()).height
+    return linked.height, linked.height - unlinked.height, naming
 
 
 def run(ctx) -> None:
     """Stage ``link``: fill in each ticket's inventory serial and how it was found."""
-    n, unlinked = relink(ctx.wh, ctx.cfg)
-    ctx.report("link").rows_out = n - unlinked
-    if unlinked:
-        ctx.note("link", f"{unlinked} of {n} tickets not linked to an inventory GPU "
-                         "(serial unknown or ambiguous and no host+slot match); they count in no failure rate")
+    n, linked, flagged = relink(ctx.wh, ctx.cfg)
+    ctx.report("link").rows_out = linked
+    if n - linked:
+        ctx.note("link", f"{linked} of {n} tickets linked to an inventory GPU; {n - linked - flagged} name no GPU "
+                         f"(no serial, no slot); {flagged} name one that could not be told for sure "
+                         "(unknown or ambiguous serial, no host+slot match): unlinked, in no failure rate")
