@@ -57,7 +57,8 @@ class Telemetry:
 
 @dataclass(frozen=True)
 class Kernel:
-    # host -> boot time (ISO 8601, with zone or in the host's zone) for uptime-only dmesg.
+    # host -> boot time (ISO 8601, with zone or in the host's zone) for uptime-only dmesg;
+    # it dates the dump (one per boot) whose last line it puts near the dump's own date.
     boot_times: dict[str, str] = field(default_factory=dict)
 
 

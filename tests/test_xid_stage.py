@@ -184,3 +184,20 @@ def test_kernel_files_picks_rotations(tmp_path, name):
     (tmp_path / "kernel" / "h" / name).write_text("x\n")
     (tmp_path / "kernel" / "h" / "notes.txt").write_text("x\n")
     assert [p.name for p in kernel_files(tmp_path)["h"]] == [name]
+
+
+def test_configured_boot_time_dates_only_its_own_boots_dmesg_dump(tmp_path):
+    # one dmesg dump per boot, each named by the time it was saved (when the next boot came)
+    d = tmp_path / "data"
+    k = d / "kernel" / "gpu-c03"
+    k.mkdir(parents=True)
+    xid = "NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=python3, Ch 00000010, intr 00000000. MMU Fault"
+    (k / "dmesg-20250306-0048.log").write_text(f"[86400.000000] {xid}\n[172800.000000] {xid}\n")
+    (k / "dmesg-20250325-1159.log").write_text(f"[  100.000000] {xid}\n")
+    cfg = config_from_dict({"kernel": {"boot_times": {"gpu-c03": "2025-03-04T00:00:00+00:00"}}})
+    run_pipeline(cfg, d, tmp_path / "wh.duckdb", tmp_path / "out", stages=["xid"])
+    ev = _events(tmp_path / "wh.duckdb")
+    assert ev.filter(pl.col("source_file").str.contains("20250306"))["ts"].to_list() == [
+        datetime(2025, 3, 5), datetime(2025, 3, 6)]
+    later = ev.filter(pl.col("source_file").str.contains("20250325")).row(0, named=True)
+    assert later["ts"] is None and later["uptime_s"] == 100.0

@@ -40,7 +40,7 @@ STAGE = "xid"
 CONTRACT_COLUMNS = ["ts", "uptime_s", "host", "pci_bus_id", "kind", "xid", "pid", "process",
                     "message", "source_file", "line_no"]
 
-_DATE_IN_NAME = re.compile(r"(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)")
+_DATE_IN_NAME = re.compile(r"(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?:[-_T]([01]\d|2[0-3])([0-5]\d))?")
 #: The contract's ``*.log[.gz]``, plus the names rotation gives them (``kern.log.1``, ``syslog.2.gz``).
 _KERNEL_NAME = re.compile(r"(\.log(\.\d+)?|^(syslog|messages|kern|dmesg|journal)[\w.-]*?)(\.gz)?$")
 
@@ -50,7 +50,7 @@ def reference_time(path: Path) -> datetime:
     m = _DATE_IN_NAME.search(path.name)
     if m:
         try:
-            return datetime(int(m[1]), int(m[2]), int(m[3]), 12)
+            return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4] or 12), int(m[5] or 0))
         except ValueError:
             pass
     try:
@@ -60,12 +60,12 @@ def reference_time(path: Path) -> datetime:
 
 
 def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_time: datetime | None = None,
-               source_file: str | None = None) -> FileParse:
+               source_file: str | None = None, boot_check: bool = False) -> FileParse:
     """Parse one kernel log file (plain or gzip); the host defaults to its folder's name."""
     path = Path(path)
     return parse_bytes(
         scan.read_bytes(path), source_file=source_file or str(path), host=host or path.parent.name,
-        tz=tz, boot_time=boot_time, ref_time=reference_time(path),
+        tz=tz, boot_time=boot_time, ref_time=reference_time(path), boot_check=boot_check,
     )
 
 
@@ -120,7 +120,8 @@ def loader(host: str, tz: str, boot_time: datetime | None, key_of=None):
     """A ``loader(path, file_id)`` for :meth:`Warehouse.ingest_file`."""
 
     def load(path: Path, file_id: int) -> Loaded:
-        fp = parse_file(path, host=host, tz=tz, boot_time=boot_time, source_file=key_of(path) if key_of else None)
+        fp = parse_file(path, host=host, tz=tz, boot_time=boot_time, source_file=key_of(path) if key_of else None,
+                        boot_check=True)
         tables = {
             "xid_raw": fp.events.with_columns(file_id=pl.lit(file_id, pl.Int64)),
             "gpu_map": fp.gpu_map.with_columns(file_id=pl.lit(file_id, pl.Int64)),

@@ -156,6 +156,7 @@ def parse_bytes(
     tz: str = "UTC",
     boot_time: datetime | None = None,
     ref_time: datetime | None = None,
+    boot_check: bool = False,
 ) -> FileParse:
     """Parse one kernel log held in memory.
 
@@ -170,6 +171,10 @@ def parse_bytes(
     boot_time : datetime, optional
         Naive UTC boot time for uptime-only lines of the last boot in the file when the
         log itself has no boot marker.
+    boot_check : bool
+        Use ``boot_time`` only for a boot whose last line, so dated, falls within two days
+        of ``ref_time``: a host's one configured boot time must not date the other boots'
+        dmesg dumps (each saved when the next boot came).
     ref_time : datetime, optional
         A time near the year-less lines (default: now): the last line takes the year that
         puts it nearest; earlier lines count back across each December to January.
@@ -185,7 +190,7 @@ def parse_bytes(
     rejects = [Rejected(no, "bad_xid_line", line[:4000],
                         f"{source_file}: looks like an Xid/SXid event but its PCI id or code cannot be read")
                for no, line in df.filter(pl.col("xid").is_null() & pl.col("like")).select("line_no", "line").iter_rows()]
-    seg_boot = _boots(df, boot_time)
+    seg_boot = _boots(df, boot_time, ref_time if boot_check else None)
     events = _events(df)
     maps = _maps(df)
     events = _finish(events, seg_boot, source_file).select(list(RAW_SCHEMA))
@@ -194,7 +199,7 @@ def parse_bytes(
     return FileParse(events, maps, rejects, skipped)
 
 
-def _boots(df: pl.DataFrame, boot_time: datetime | None) -> dict[int, datetime]:
+def _boots(df: pl.DataFrame, boot_time: datetime | None, check_ref: datetime | None = None) -> dict[int, datetime]:
     """Boot time (naive UTC) per boot in the file: from a line with both a clock and an
     uptime, else the RTC line, else (last boot only) the configured one."""
     seg_boot: dict[int, datetime] = {}
@@ -211,7 +216,10 @@ def _boots(df: pl.DataFrame, boot_time: datetime | None) -> dict[int, datetime]:
         seg_boot.setdefault(seg, at - timedelta(seconds=up))
     last = int(df["seg"].max() or 0)
     if boot_time is not None and last not in seg_boot:
-        seg_boot[last] = boot_time
+        top = df.filter(pl.col("seg") == last)["uptime_s"].max()
+        end = boot_time + timedelta(seconds=float(top or 0.0))
+        if check_ref is None or check_ref - timedelta(days=2) <= end <= check_ref + timedelta(days=2):
+            seg_boot[last] = boot_time
     return seg_boot
 
 
