@@ -252,3 +252,16 @@ def test_the_line_names_its_host(tmp_path):
     assert hourly["host"].to_list() == ["node-7", "h1"]
     df, _ = parse(f)
     assert df["host"].to_list() == ["node-7", "folder-host"]
+
+
+def test_keep_samples_writes_parquet_by_day(tmp_path, wh):
+    from pipeline.config import config_from_dict
+    from pipeline.run import RunContext
+
+    data = tmp_path / "data"
+    write(data / "telemetry" / "h1" / "gpu.csv", HEADER, line(ts="2026/07/03 23:59:59.000"), line(ts="2026/07/04 00:00:01.000"))
+    cfg = config_from_dict({"telemetry": {"keep_samples": True, "samples_dir": str(tmp_path / "samples")}})
+    smi.run(RunContext(cfg, wh, data, tmp_path / "out"))
+    days = sorted(p.parent.name for p in (tmp_path / "samples").glob("day=*/*.parquet"))
+    assert days == ["day=2026-07-03", "day=2026-07-04"]
+    assert pl.read_parquet(tmp_path / "samples" / "day=2026-07-04" / "h1__gpu.csv.parquet")["power_draw"].to_list() == [627.4]

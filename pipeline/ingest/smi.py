@@ -347,18 +347,41 @@ def run(ctx) -> None:
 
     info = {path: (host, prev) for path, host, prev in plan}
 
+    samples_root = None
+    if ctx.cfg.telemetry.keep_samples:
+        base = Path(wh.path).parent if wh.path != ":memory:" else ctx.out_dir
+        samples_root = ctx.cfg.resolve(ctx.cfg.telemetry.samples_dir, base=base)
+
     def loader(path: Path, file_id: int) -> Loaded:
         host, prev = info[path]
         tz = ctx.cfg.site_tz(sites.get(host))
-        loaded, last = load_file(path, file_id, host=host, tz=tz, fields=before(host, prev))
+        fields = before(host, prev)
+        loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields)
         state[path] = last
+        if samples_root is not None:
+            keep_samples(path, samples_root, host=host, tz=tz, fields=fields)
         return loaded
 
     ctx.ingest_files(STAGE, [p for p, _, _ in plan], loader)
-    if ctx.cfg.telemetry.keep_samples:
-        ctx.note(STAGE, "telemetry.keep_samples is not implemented yet: only hourly and daily facts are kept")
     n = recompute_gpu_days(wh)
     ctx.report(STAGE).rows_out = n
+
+
+def keep_samples(path: Path, root: Path, *, host: str, tz: str, fields: list[Field] | None) -> int:
+    """Write a file's clean samples as Parquet by UTC day: ``root/day=YYYY-MM-DD/<host>__<file>.parquet``.
+
+    A reloaded file's old samples are removed first, so each file appears once.
+    """
+    name = f"{host}__{path.name}.parquet"
+    for old in root.glob(f"day=*/{name}"):
+        old.unlink()
+    df, _ = parse_smi_files([path], host=host, tz=tz, fields=[_cell(f) for f in fields] if fields else None)
+    df = df.filter(pl.col("ts").is_not_null())
+    for (day,), part in df.group_by(pl.col("ts").dt.date().alias("day")):
+        out = root / f"day={day.isoformat()}"
+        out.mkdir(parents=True, exist_ok=True)
+        part.write_parquet(out / name)
+    return df.height
 
 
 def recompute_gpu_days(wh) -> int:
