@@ -17,7 +17,7 @@ ROW = ("2026/07/03 22:{m:02d}:46.109, {i}, NVIDIA H100 80GB HBM3, 165282305455{i
        "{t}, 45 %, 1234 MiB, 627.40 W, 0x0000000000000004, {e}")
 FIELDS = parse_fields("timestamp,index,temperature.gpu")
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _data_lines(raw: bytes) -> int:
