@@ -80,7 +80,7 @@ def write_host_kernel(sim, h: Host, style: HostStyle, out: Path, events: list[Ke
         lines.append((t, (t - boots[bi]).total_seconds(), text, bi))
 
     for bi, b in enumerate(boots):
-        for up, text in kmsg.boot_lines(style.driver, kernel, h.buses, rng):
+        for up, text in kmsg.boot_lines(style.driver, kernel, h.buses, rng, b):
             lines.append((b + timedelta(seconds=up), up, text, bi))
     announced: set[tuple[int, str]] = set()
     t_from = max(h.installed_at, sim.start)
@@ -139,11 +139,16 @@ def _write(sim, h: Host, style: HostStyle, out: Path, lines, boots, zone) -> lis
     for t, up, text, bi in lines:
         if t >= sim.end:
             continue
-        if fmt in ("dmesg_raw", "dmesg_T"):
-            # One dmesg dump per boot, saved when the next boot came (or at the end).
+        if fmt == "dmesg_raw":
+            # One dump per boot, named by the collector after `uptime -s` (the local boot time):
+            # the only way to put a wall clock on its uptime stamps.
+            loc = boots[bi].replace(tzinfo=timezone.utc).astimezone(zone)
+            key = f"dmesg-boot-{loc:%Y%m%d-%H%M%S}.log"
+        elif fmt == "dmesg_T":
+            # One dump per boot, saved when the next boot came (or at the end).
             saved = boots[bi + 1] if bi + 1 < len(boots) else sim.end - timedelta(seconds=1)
             loc = saved.replace(tzinfo=timezone.utc).astimezone(zone)
-            key = f"dmesg{'-T' if fmt == 'dmesg_T' else ''}-{loc:%Y%m%d-%H%M}.log"
+            key = f"dmesg-T-{loc:%Y%m%d-%H%M}.log"
         else:
             if t < sim.start:
                 continue

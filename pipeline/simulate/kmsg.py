@@ -8,6 +8,8 @@ hex values, channels, GPCs, links and pids vary so that lines are not templates 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import numpy as np
 
 APPS = ("python3", "python", "pt_main_thread", "torchrun", "nccl-tests", "all_reduce_perf", "vllm", "ray::IDLE",
@@ -124,11 +126,17 @@ KERNELS = ("5.15.0-105-generic", "5.15.0-119-generic", "6.8.0-45-generic", "4.18
            "5.14.0-427.13.1.el9_4.x86_64")
 
 
-def boot_lines(driver: str, kernel: str, buses: tuple[str, ...], rng: np.random.Generator) -> list[tuple[float, str]]:
-    """(uptime seconds, message) of a boot: kernel banner, the NVIDIA module load, device enables."""
+def boot_lines(driver: str, kernel: str, buses: tuple[str, ...], rng: np.random.Generator,
+               boot_utc: datetime | None = None) -> list[tuple[float, str]]:
+    """(uptime seconds, message) of a boot: kernel banner, the RTC setting the clock (when the
+    boot time is given), the NVIDIA module load, device enables."""
     out = [(0.0, f"Linux version {kernel} (buildd@lcy02-amd64-0{int(rng.integers(10, 99))}) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #{int(rng.integers(100, 130))}-Ubuntu SMP"),
            (0.0, f"Command line: BOOT_IMAGE=/vmlinuz-{kernel} root=UUID={_hex(rng, 8)[2:]}-{_hex(rng, 4)[2:]}-{_hex(rng, 4)[2:]}-{_hex(rng, 4)[2:]}-{_hex(rng, 12)[2:]} ro quiet splash pci=realloc iommu=pt"),
            (0.0, "x86/fpu: Supporting XSAVE feature 0x001: 'x87 floating point registers'")]
+    if boot_utc is not None:
+        epoch = int((boot_utc - datetime(1970, 1, 1)).total_seconds()) + 2
+        stamp = (boot_utc + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
+        out.append((float(rng.uniform(1.2, 2.2)), f"rtc_cmos 00:01: setting system clock to {stamp} UTC ({epoch})"))
     t = float(rng.uniform(4.0, 9.0))
     out.append((t, "nvidia: module license 'NVIDIA' taints kernel."))
     out.append((t + 0.01, f"nvidia-nvlink: Nvlink Core is being initialized, major device number {int(rng.integers(230, 511))}"))
