@@ -83,3 +83,23 @@ def test_spark_and_duckdb_give_the_same_rates():
         theirs = st.afr(from_frame(frame, spark), by=by).sort(by)
         assert ours["failures"].to_list() == theirs["failures"].to_list()
         assert ours["gpu_days"].to_list() == pytest.approx(theirs["gpu_days"].to_list())
+
+    # The exposure steps too: failures and lifetimes from inventory and tickets.
+    from pipeline.config import Stats
+    from tests.test_stats_exposure import gpu, ticket
+
+    inv = pl.DataFrame([gpu("S1", datetime(2024, 6, 1), datetime(2025, 2, 1)), gpu("S2", datetime(2025, 2, 1)),
+                        gpu("S3", datetime(2023, 1, 1), slot=1), gpu("S4", datetime(2023, 1, 1), slot=2)],
+                       schema=["serial", "model", "vendor", "host", "slot", "site", "batch", "installed_at", "removed_at"],
+                       orient="row")
+    tickets = pl.DataFrame([ticket("T1", datetime(2025, 1, 31), "S1"), ticket("T2", datetime(2025, 5, 1), "S3"),
+                            ticket("T3", datetime(2024, 5, 1), "S4")],
+                           schema=["ticket_id", "opened_at", "serial", "part_code", "action_code", "symptom_code", "closed_at"],
+                           orient="row")
+    cfg = Stats(window_start="2025-01-01", window_end="2025-12-31")
+    results = []
+    for engine in (get_engine("duckdb"), spark):
+        engine.register("inventory", inv)
+        engine.register("tickets", tickets)
+        results.append(st.lifetimes(engine, cfg).frame().select("id", "entry_at", "exit_at", "failed", "gpu_days"))
+    assert results[0].to_dicts() == results[1].to_dicts()

@@ -41,11 +41,18 @@ class SparkEngine(Engine):
         if not df.columns:
             return None
         if hasattr(df, "toArrow"):  # pyspark >= 4
-            return df.toArrow()
-        return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+            return _naive_utc(df.toArrow())
+        return _naive_utc(pa.Table.from_pandas(df.toPandas(), preserve_index=False))
 
     def _register(self, name: str, table: pa.Table) -> None:
         self.spark.createDataFrame(table.to_pandas()).createOrReplaceTempView(name)
 
     def _unregister(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
+
+
+def _naive_utc(table: pa.Table) -> pa.Table:
+    """Spark hands out zoned timestamps (the session zone is UTC); fleetfault keeps naive UTC."""
+    fields = [pa.field(f.name, pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type) and f.type.tz else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
