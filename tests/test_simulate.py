@@ -240,3 +240,29 @@ def test_cli_simulate_and_usage_errors(cli, tmp_path):
     assert (tmp_path / "f" / "inventory.csv").exists() and (tmp_path / "f" / "truth" / "failures.csv").exists()
     assert cli("simulate", "--gpus", "0", "--out", tmp_path / "g") == 2
     assert cli("simulate", "--start", "yesterday", "--out", tmp_path / "g") == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(part=st.sampled_from(sorted(PARTS - {"NVLINK_BRIDGE"})), symptom=st.sampled_from(sorted(SYMPTOMS - {"PHYSICAL_DAMAGE"})),
+       action=st.sampled_from(sorted(ACTIONS)), slot=st.one_of(st.none(), st.integers(0, 7)),
+       lang=st.sampled_from(["en", "zh", "mixed"]), seed=st.integers(0, 2**32 - 1))
+def test_ticket_text_is_never_empty_and_always_gbk(part, symptom, action, slot, lang, seed):
+    from pipeline.simulate.tickets import ticket_text, vocabulary
+
+    row = {"part_code": part, "symptom_code": symptom, "action_code": action, "slot": slot,
+           "host": "sha-gpu007", "model": "H100 80GB HBM3"}
+    texts = ticket_text(np.random.default_rng(seed), row, lang, "1650523000001", vocabulary(seed % 7))
+    assert all(t.strip() for t in texts)
+    for t in texts:
+        t.encode("gbk")  # the sha-sp1 export is GBK: every generated character must fit
+
+
+def test_each_fleet_speaks_its_own_subset_of_the_vocabulary():
+    from pipeline.simulate import vocab
+    from pipeline.simulate.tickets import vocabulary
+
+    a, b = vocabulary(1), vocabulary(2)
+    assert a != b
+    for table, full in (("part", vocab.PART), ("symptom", vocab.SYMPTOM), ("action", vocab.ACTION)):
+        for code, phrases in full.items():
+            assert a[table][code] and set(a[table][code]) <= set(phrases)

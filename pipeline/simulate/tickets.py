@@ -119,17 +119,41 @@ def _urgency(rng, s: str, lang: str) -> str:
     return s
 
 
-def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str, str, str]:
-    """(part_text, symptom_text, action_text) for one service row."""
+def vocabulary(seed: int, keep: float = 0.7) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The phrase tables a fleet's technicians use: a seed-dependent share of each code's
+    phrases (at least one English and one Chinese where the code has them), so that a matcher
+    tuned on one simulated fleet meets unseen wording in another."""
+    rng = np.random.default_rng([int(seed), 0x70CA])
+    out = {}
+    for name, table in (("part", vocab.PART), ("symptom", vocab.SYMPTOM), ("action", vocab.ACTION),
+                        ("detail", vocab.SYMPTOM_DETAIL)):
+        out[name] = {}
+        for code, phrases in table.items():
+            kept = [p for p in phrases if rng.random() < keep]
+            for zh in (False, True):
+                if not any(_is_zh(p) == zh for p in kept):
+                    pool = [p for p in phrases if _is_zh(p) == zh]
+                    if pool:
+                        kept.append(pool[int(rng.integers(len(pool)))])
+            out[name][code] = tuple(p for p in phrases if p in kept)
+    return out
+
+
+def ticket_text(rng, row: dict, lang: str, new_serial: str | None,
+                words: dict[str, dict[str, tuple[str, ...]]] | None = None) -> tuple[str, str, str]:
+    """(part_text, symptom_text, action_text) for one service row, from ``words``
+    (:func:`vocabulary`; default: the whole vocabulary)."""
+    if words is None:
+        words = {"part": vocab.PART, "symptom": vocab.SYMPTOM, "action": vocab.ACTION, "detail": vocab.SYMPTOM_DETAIL}
     if lang == "mixed":
         lang_now = _pick(rng, ("en", "zh", "mix"))
     else:
         lang_now = lang if rng.random() < 0.85 else ("mix" if lang == "zh" else "en")
     plang = "zh" if lang_now in ("zh", "mix") else "en"
-    part = _phrase(rng, vocab.PART, row["part_code"], plang)
+    part = _phrase(rng, words["part"], row["part_code"], plang)
     gpu = row["part_code"] in ("GPU", "NONE", "SOFTWARE") and row["slot"] is not None
-    sym = _phrase(rng, vocab.SYMPTOM, row["symptom_code"], plang if lang_now != "mix" else _pick(rng, ("en", "zh")), gpu)
-    act = _phrase(rng, vocab.ACTION, row["action_code"], plang)
+    sym = _phrase(rng, words["symptom"], row["symptom_code"], plang if lang_now != "mix" else _pick(rng, ("en", "zh")), gpu)
+    act = _phrase(rng, words["action"], row["action_code"], plang)
     n = row["slot"] if row["slot"] is not None else None
     slot = ""
     if n is not None:
@@ -139,8 +163,8 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None) -> tuple[str,
     if n is None:
         frames = tuple(f for f in frames if "{slot}" not in f and "{n}" not in f) or ("{sym}",)
         frame = _pick(rng, frames)
-    if rng.random() < 0.35 and row["symptom_code"] in vocab.SYMPTOM_DETAIL:
-        detail = _fill(rng, _phrase(rng, vocab.SYMPTOM_DETAIL, row["symptom_code"], plang))
+    if rng.random() < 0.35 and row["symptom_code"] in words["detail"]:
+        detail = _fill(rng, _phrase(rng, words["detail"], row["symptom_code"], plang))
         sym = detail if rng.random() < 0.4 else f"{sym}, {detail}" if plang == "en" else f"{sym}，{detail}"
     if rng.random() < 0.2:
         ctx = _fill(rng, _pick(rng, vocab.CONTEXT_ZH if plang == "zh" else vocab.CONTEXT_EN))
@@ -179,6 +203,7 @@ def _serial_written(rng, serial: str | None) -> str:
 def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
     """Write every point's exports; returns truth rows (one per ticket)."""
     rng = np.random.default_rng([sim.seed, 0x71C])
+    words = vocabulary(sim.seed)
     by_point: dict[str, list[dict]] = {}
     truth: list[dict] = []
     counters: dict[str, int] = {}
@@ -188,7 +213,7 @@ def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
         counters[p] = counters.get(p, int(rng.integers(1000, 9000))) + int(rng.integers(1, 4))
         tid = f"{ID_PREFIX[p]}{counters[p]:06d}"
         new_sn = new_serials.get(row["serial"]) if row["is_replacement"] else None
-        part, sym, act = ticket_text(rng, row, lang, new_sn)
+        part, sym, act = ticket_text(rng, row, lang, new_sn, words)
         sn = _serial_written(rng, row["serial"])
         rec = {**row, "ticket_id": tid, "part_text": part, "symptom_text": sym, "action_text": act,
                "serial_text": sn}
