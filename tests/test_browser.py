@@ -9,6 +9,7 @@ background fetch disabled, which also proves the report needs nothing from outsi
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -98,5 +99,8 @@ def test_report_renders_in_chromium(wh, tmp_path, browser_page):
     assert shot.stat().st_size > 50_000
     page.emulate_media(media="print")
     assert page.locator("nav").is_hidden()
+    pdf = page.pdf(path=str(shot.with_suffix(".pdf")), format="A4", print_background=True)
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    assert pdf.startswith(b"%PDF") and 3 <= pages <= 40, pages  # prints as a document, not one long strip
     assert not errors, errors
     assert not requests, f"the report fetched {requests}"

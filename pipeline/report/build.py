@@ -95,7 +95,7 @@ class _Builder:
             log.warning("report: summary failed: %s", exc)
 
     def _source(self, stats_name: str) -> str:
-        used = reliability.stats_table(self.wh, stats_name) is not None
+        used = reliability.has_rows(self.wh, stats_name)
         text = ("From the statistics stage." if used else
                 "Computed on the spot by pipeline.stats from the inventory and the coded tickets "
                 "(the statistics stage has not written its tables yet).")
@@ -204,7 +204,8 @@ class _Builder:
         if not df.height:
             return h.no_data("no dated records")
         self.sheets["monthly_trend"] = df
-        return h.figure(charts.trend_chart(df), "Monthly trend") + h.table(df, limit=36)
+        fmt = {"month": "%Y-%m", "gpu_days": ",.0f", **{c: ",.2f" for c in ("afr_pct", "afr_ci_low_pct", "afr_ci_high_pct")}}
+        return h.figure(charts.trend_chart(df), "Monthly trend") + h.table(df, formats=fmt, labels=_AFR_LABELS, limit=36)
 
     def repairs(self) -> str:
         df = tables.repair_times(self.wh)

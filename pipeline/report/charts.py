@@ -18,7 +18,7 @@ matplotlib.use("Agg")  # no display: the report is written by a batch job
 
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
-from matplotlib.ticker import PercentFormatter  # noqa: E402
+from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
 
 ACCENT = "#2563eb"
 WARN = "#dc2626"
@@ -131,6 +131,7 @@ def pareto_chart(df: pl.DataFrame, top: int = 12) -> str:
     ax.bar(x, df["tickets"].to_list(), color=ACCENT, alpha=0.85, width=0.6)
     ax.set_xticks(list(x), labels, fontsize=7)
     ax.set_ylabel("Tickets")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(axis="x", visible=False)
     ax2 = ax.twinx()
     ax2.plot(list(x), df["cumulative_pct"].to_list(), color=WARN, marker="o", markersize=3, linewidth=1.3)
@@ -156,6 +157,7 @@ def xid_chart(df: pl.DataFrame) -> str:
         ax.set_yticks(range(part.height), labels, fontsize=8)
         ax.set_title(_short(model, 26), fontsize=9)
         ax.set_xlabel("Events")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
         ax.grid(axis="y", visible=False)
     fig.suptitle("Most frequent Xid/SXid codes per model (red: critical)", fontsize=10, fontweight="bold")
     fig.tight_layout()
@@ -170,6 +172,7 @@ def trend_chart(df: pl.DataFrame) -> str:
     x = list(range(len(months)))
     ax.bar(x, df["failures"].to_list(), color=WARN, alpha=0.8, label="GPU failures")
     ax.set_ylabel("GPU failures per month")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     step = max(1, len(months) // 12)
     ax.set_xticks(x[::step], months[::step], rotation=30, ha="right", fontsize=8)
     ax.grid(axis="x", visible=False)

@@ -9,12 +9,15 @@ no script, no web font, nothing fetched when it is opened.
 from __future__ import annotations
 
 import html
+import logging
 import math
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from pathlib import Path
 
 import polars as pl
+
+log = logging.getLogger(__name__)
 
 _TEMPLATE = Path(__file__).with_name("templates") / "report.html"
 
@@ -39,9 +42,9 @@ def fmt_value(value, spec: str | None = None) -> str:
     if isinstance(value, int):
         return format(value, spec or ",d")
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M")
+        return value.strftime(spec or "%Y-%m-%d %H:%M")
     if isinstance(value, date):
-        return value.isoformat()
+        return value.strftime(spec) if spec else value.isoformat()
     return str(value)
 
 
@@ -51,11 +54,11 @@ def table(df: pl.DataFrame, columns: Iterable[str] | None = None, *, formats: di
     cols = [c for c in (columns or df.columns) if c in df.columns]
     formats, labels = formats or {}, labels or {}
     head = "".join(f"<th>{esc(labels.get(c, c.replace('_', ' ')))}</th>" for c in cols)
+    numeric = [df.schema[c].is_numeric() for c in cols]
     body = []
     for row in df.head(limit).select(cols).iter_rows():
         cells = []
-        for c, v in zip(cols, row):
-            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+        for c, v, num in zip(cols, row, numeric):
             cells.append(f'<td{" class=num" if num else ""}>{esc(fmt_value(v, formats.get(c)))}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = (f'<p class="note">Showing {limit} of {df.height:,} rows; the workbook has them all.</p>'
@@ -98,12 +101,10 @@ def section(sid: str, title: str, body: str) -> str:
 
 def safe(render: Callable[[], str], what: str) -> str:
     """Render a section body; a failure in one section becomes a visible note, not a crash."""
-    import logging
-
     try:
         return render()
     except Exception as exc:  # one broken table must not cost the whole report
-        logging.getLogger(__name__).warning("report section %s failed: %s", what, exc, exc_info=True)
+        log.warning("report section %s failed: %s", what, exc, exc_info=True)
         return f'<p class="nodata">This section could not be drawn: {esc(type(exc).__name__)}: {esc(exc)}</p>'
 
 

@@ -30,10 +30,14 @@ WEIBULL_COLUMNS = ["units", "failures", "shape", "shape_ci_low", "shape_ci_high"
 
 def stats_table(wh: Warehouse, name: str) -> pl.DataFrame | None:
     """A statistics table as polars when it exists and has rows, else None."""
-    if not wh.table_exists(name):
+    if not has_rows(wh, name):
         return None
-    df = wh.pl(f'SELECT * FROM "{name}"', step=f"report: read {name}")
-    return df if df.height else None
+    return wh.pl(f'SELECT * FROM "{name}"', step=f"report: read {name}")
+
+
+def has_rows(wh: Warehouse, name: str) -> bool:
+    """Whether a (statistics) table exists and holds rows."""
+    return wh.table_exists(name) and bool(wh.scalar(f'SELECT count(*) FROM "{name}"', step=f"report: rows of {name}"))
 
 
 def _grouped(wh: Warehouse, name: str, by: str) -> pl.DataFrame | None:
