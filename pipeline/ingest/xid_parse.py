@@ -55,11 +55,17 @@ def _pci(col: pl.Expr) -> pl.Expr:
                          pl.lit("."), low.str.extract(r"\.([0-7])$", 1).fill_null("0"))
 
 
+_JUNK_FIRST = frozenset(" \t>|*#\x1b")
+
+
 def _extract(lines: list[str]) -> pl.DataFrame:
     """Every regular expression over all candidate lines at once."""
     df = pl.DataFrame({"line": lines})
-    clean = (pl.col("line").str.replace_all(fmt.ANSI_RS, "").str.strip_chars_end("\r\n")
-             .str.replace(fmt.JUNK_RS, ""))
+    clean = pl.col("line").str.strip_chars_end("\r\n")
+    if any("\x1b" in x for x in lines):
+        clean = clean.str.replace_all(fmt.ANSI_RS, "")
+    if any(x[:1] in _JUNK_FIRST for x in lines):
+        clean = clean.str.replace(fmt.JUNK_RS, "")
     df = df.with_columns(line=clean).with_columns(
         p=pl.col("line").str.extract_groups(fmt.PREFIX_RS),
         text=pl.col("line").str.replace(fmt.PREFIX_RS, ""),
@@ -203,7 +209,8 @@ def _boots(df: pl.DataFrame, boot_time: datetime | None, check_ref: datetime | N
     """Boot time (naive UTC) per boot in the file: from a line with both a clock and an
     uptime, else the RTC line, else (last boot only) the configured one."""
     seg_boot: dict[int, datetime] = {}
-    both = df.filter(pl.col("wall").is_not_null() & pl.col("uptime_s").is_not_null())
+    both = (df.filter(pl.col("wall").is_not_null() & pl.col("uptime_s").is_not_null())
+            .unique(subset="seg", keep="first", maintain_order=True))
     for seg, wall, up in both.select("seg", "wall", "uptime_s").iter_rows():
         seg_boot.setdefault(seg, wall - timedelta(seconds=up))
     rtc = df.filter(pl.col("rtc").struct.field("iso").is_not_null() & pl.col("uptime_s").is_not_null())

@@ -15,6 +15,8 @@ import gzip
 import re
 from pathlib import Path
 
+import numpy as np
+
 
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
 _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\[\s*\d+\.\d+\]", re.MULTILINE)
@@ -40,22 +42,15 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def _xid_lines(buf: bytes) -> dict[int, int]:
-    """Start offset -> 1-based line number of every line holding ``Xid`` (or ``SXid``).
-
-    ``memchr`` for the rare byte ``X``, then a check of the word; newlines are counted
-    between hits right behind the search, while those bytes are still in the CPU cache.
-    """
-    find, rfind, count = buf.find, buf.rfind, buf.count
-    out: dict[int, int] = {}
-    line_no, last = 1, 0
+def _xid_lines(buf: bytes) -> list[int]:
+    """Start offsets of the lines holding ``Xid`` (or ``SXid``): ``memchr`` for the rare
+    byte ``X``, then a check of the word."""
+    find, rfind = buf.find, buf.rfind
+    out: list[int] = []
     i = find(b"X")
     while i != -1:
         if buf[i + 1:i + 3] == b"id":
-            s = rfind(b"\n", 0, i) + 1
-            line_no += count(b"\n", last, s)
-            last = s
-            out[s] = line_no
+            out.append(rfind(b"\n", 0, i) + 1)
             e = find(b"\n", i)
             if e == -1:
                 break
@@ -63,6 +58,24 @@ def _xid_lines(buf: bytes) -> dict[int, int]:
         else:
             i = find(b"X", i + 1)
     return out
+
+
+def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
+    """1-based line numbers of sorted line-start offsets, and the file's line count.
+
+    Newlines are counted gap by gap with numpy (SIMD); ``bytes.count`` loops byte by byte.
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    out, no, last = [], 1, 0
+    for s in starts:
+        no += int(np.count_nonzero(arr[last:s] == 10))
+        out.append(no)
+        last = s
+    tail = 0
+    for cs in range(last, len(buf), 1 << 20):
+        tail += int(np.count_nonzero(arr[cs:min(cs + (1 << 20), len(buf))] == 10))
+    total = (no + tail - (1 if buf.endswith(b"\n") else 0)) if buf else 0
+    return out, total
 
 
 _BEFORE, _AFTER = 1024, 2048
@@ -107,7 +120,7 @@ def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     the number of lines in the file."""
     known = _xid_lines(buf)
     extra: set[int] = set()
-    for s in list(known):
+    for s in known:
         # The driver prints "GPU at PCI ..." and the board serial just before an Xid, and
         # the multi-line "fallen off the bus" message just after an Xid 79.
         _near(buf, max(0, s - _BEFORE), s, extra)
@@ -119,16 +132,12 @@ def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     _each_line(buf, b"NVRM: The NVIDIA GPU ", extra, follow=3)
     if is_uptime(buf):
         _each_line(buf, b"setting system clock to", extra)
-    starts = sorted(known.keys() | extra)
-    out, last_s, last_no = [], 0, 1
-    for s in starts:
-        no = known.get(s)
-        if no is None:  # a line found near a known one: count only the gap
-            no = last_no + buf.count(b"\n", last_s, s)
-        last_s, last_no = s, no
+    starts = sorted(extra.union(known))
+    numbers, n_lines = _line_numbers(buf, starts)
+    out = []
+    for s, no in zip(starts, numbers):
         e = buf.find(b"\n", s)
         out.append((no, buf[s:] if e == -1 else buf[s:e]))
-    n_lines = last_no + buf.count(b"\n", last_s) - (1 if buf.endswith(b"\n") else 0) if buf else 0
     return out, n_lines
 
 
