@@ -73,15 +73,17 @@ def test_ambiguous_typo_is_not_linked():
 
 
 def test_ambiguous_typo_resolved_by_host_and_slot_only_among_its_candidates():
-    assert linked(("t", "1654620012347", "gpu-sha-a01", 5, T, None, None)) == [("1654620012348", "host_slot")]
+    assert linked(("t", "1654620012347", "gpu-sha-a01", 5, T, None, None)) == [("1654620012348", "serial_fuzzy")]
     # The slot's GPU is not one of the candidates: conflicting evidence, not linked.
     assert linked(("t", "1654620012347", "gpu-fra-01", 1, T, None, None)) == [(None, None)]
 
 
 def test_rounded_serial_links_when_it_rounds_from_one_gpu():
     assert linked(("t", "1.32002E+12", None, None, T, None, None)) == [("1320021000007", "serial_fuzzy")]
-    # 1.65462E+12 rounds from four GPUs: fall back to host+slot.
-    assert linked(("t", "1.65462E+12", "GPU-SHA-A01.example.com", 4, T, None, None)) == [("1654620012346", "host_slot")]
+    # 1.65462E+12 rounds from four GPUs: the slot tells which.
+    assert linked(("t", "1.65462E+12", "GPU-SHA-A01.example.com", 4, T, None, None)) == [("1654620012346", "serial_fuzzy")]
+    # ...and with no host, it is not linked.
+    assert linked(("t", "1.65462E+12", None, None, T, None, None)) == [(None, None)]
 
 
 def test_host_slot_at_the_tickets_time_across_a_replacement():
@@ -141,3 +143,22 @@ def test_other_ticket_just_after_a_swap_is_not_guessed():
     assert linked(("t", None, "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [(None, None)]
     assert linked(("t", "1654620099001", "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [
         ("1654620099001", "serial_exact")]
+
+
+def test_typo_confirmed_by_a_gpu_that_left_the_slot_around_the_tickets_time():
+    # Written ...345 with a typo (...355) that spells nothing; the slot's GPU at the time is the
+    # replacement ...9001, but ...345 sat there until two days before: the serial says which.
+    assert linked(("t", "1654620012355", "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [
+        ("1654620012345", "serial_fuzzy")]
+
+
+
+def test_typo_that_spells_the_replacement_installed_after_the_ticket():
+    inv = pl.DataFrame(
+        [("0323918185363", "h", 7, datetime(2019, 11, 17), datetime(2025, 3, 9, 22)),
+         ("0323918185366", "h", 7, datetime(2025, 3, 9, 22), None)],
+        schema=INV.schema, orient="row")
+    # Opened before the swap, the written serial is one typo from the failed GPU and spells
+    # its replacement exactly; a GPU installed after the ticket cannot be what it is about.
+    out = link_frame(tickets(("t", "0323918185366", "h", 7, datetime(2025, 3, 8, 20), "GPU", "REPLACE")), inv)
+    assert out.select("serial", "link_method").row(0) == ("0323918185363", "serial_fuzzy")

@@ -2,20 +2,20 @@
 
 Reads: ``tickets`` (serial as written, host, slot, opened_at, codes), ``inventory``.
 Writes: ``tickets.serial`` and ``tickets.link_method``. Failure rates count only linked
-tickets, so a wrong link is worse than none: a ticket is linked
+tickets, so a wrong link is worse than none. A ticket is linked
 
-1. ``serial_exact``: its cleaned serial is an inventory serial;
-2. ``serial_fuzzy``: one edit away (substitution, insertion, deletion, adjacent
+1. by its serial compared with the GPUs in its host and slot at its time or taken out
+   within ``link.replace_window_days`` before: the one equal to it or one typo from it,
+   even when the typo spells another real serial (``serial_exact``/``serial_fuzzy``);
+2. ``serial_exact``: its cleaned serial is an inventory serial;
+3. ``serial_fuzzy``: one edit away (substitution, insertion, deletion, adjacent
    transposition, with O/0 and I/1 read alike) from exactly one inventory serial, or a
    spreadsheet-rounded serial (``1.65462E+12``) that rounds from exactly one;
-3. ``host_slot``: the GPU in the ticket's host and slot at the ticket's time (for a
+4. ``host_slot``: the GPU in the ticket's host and slot at the ticket's time (for a
    replacement, the GPU taken out of that slot nearest the ticket's time, since tickets
    are often written after the swap; for another ticket written just after a swap, no
-   one: it may be about either GPU). An ambiguous serial is linked this way only when
-   the slot's GPU is one of its candidates;
-
-A serial that spells a real GPU but not the one in the ticket's slot, while the slot's
-GPU is one typo away from it, is taken for that typo (``serial_fuzzy``, the slot's GPU);
+   one: it may be about either GPU). A serial that matches several GPUs is linked this
+   way only when the slot's GPU is one of them;
 
 else it stays unlinked (``serial`` and ``link_method`` null) and is counted in a note.
 """
@@ -104,6 +104,17 @@ class SlotHistory:
             if host and slot is not None:
                 self._by_slot[(_short_host(host), int(slot))].append((start, end, serial))
 
+    def around(self, host: str | None, slot: int | None, when: datetime | None, window: timedelta) -> set[str]:
+        """Every GPU in ``host``/``slot`` at ``when`` or taken out within ``window`` before it
+        (any time if ``when`` is None). A GPU installed after the ticket was opened cannot be
+        what it is about, even when its serial is one typo from the one written."""
+        rows = self._by_slot.get((_short_host(host), slot)) if host and slot is not None else None
+        if not rows:
+            return set()
+        if when is None:
+            return {s for _, _, s in rows}
+        return {s for start, end, s in rows if (start is None or start <= when) and (end is None or end >= when - window)}
+
     def at(self, host: str | None, slot: int | None, when: datetime | None, replaced: bool,
            window: timedelta) -> str | None:
         """The GPU in ``host``/``slot`` at ``when``; for a replacement, the one removed
@@ -125,6 +136,27 @@ class SlotHistory:
         return live[0] if len(live) == 1 else None
 
 
+def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: str | None) -> tuple[str | None, str | None]:
+    """The GPU a ticket is about, and how it was found, from its serial's candidates, the GPUs
+    that sat in its slot around its time, and the slot's GPU at its time."""
+    if written and in_slot:
+        if len(cands) == 1 and cands <= in_slot:
+            (s,) = cands
+            return s, "serial_exact" if s == written else "serial_fuzzy"
+        # A typo confirmed by the slot, even one that spells another real serial.
+        near = cands & in_slot if rounded_serial(written) else {
+            s for s in in_slot if OSA.distance(_fold(written), _fold(s)) <= 1}
+        if len(near) == 1:
+            (s,) = near
+            return s, "serial_exact" if s == written else "serial_fuzzy"
+    if len(cands) == 1:
+        (s,) = cands
+        return s, "serial_exact" if s == written else "serial_fuzzy"
+    if by_slot and (not cands or by_slot in cands):
+        return by_slot, "host_slot"
+    return None, None
+
+
 def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int = 1,
                replace_window_days: float = 7.0) -> pl.DataFrame:
     """``tickets`` with ``serial`` and ``link_method`` filled in (see the module doc)."""
@@ -138,21 +170,9 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
         cands = index.candidates(written) if written else set()
         replaced = action == "REPLACE" and part in (None, "GPU")
         by_slot = slots.at(host, slot, when, replaced, window)
-        if len(cands) == 1 and by_slot and by_slot not in cands and OSA.distance(_fold(written), _fold(by_slot)) <= 1:
-            # The serial names another GPU, the slot's GPU is one typo from it: a typo
-            # that happens to spell a real serial.
-            serials.append(by_slot)
-            methods.append("serial_fuzzy")
-        elif len(cands) == 1:
-            (s,) = cands
-            serials.append(s)
-            methods.append("serial_exact" if s == written else "serial_fuzzy")
-        elif by_slot and (not cands or by_slot in cands):
-            serials.append(by_slot)
-            methods.append("host_slot")
-        else:
-            serials.append(None)
-            methods.append(None)
+        serial, method = _choose(written, cands, slots.around(host, slot, when, window), by_slot)
+        serials.append(serial)
+        methods.append(method)
     return tickets.with_columns(pl.Series("serial", serials, pl.Utf8), pl.Series("link_method", methods, pl.Utf8))
 
 
