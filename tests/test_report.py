@@ -244,3 +244,16 @@ def test_any_text_in_a_table_stays_text(texts):
     doc = table(pl.DataFrame({"part_text": texts, "file": list(reversed(texts))}))
     assert "<" not in _TAG.sub("", doc)
     assert all(htmllib.escape(t, quote=True) in doc for t in texts)
+
+
+def test_report_command(cli, tmp_path):
+    from pipeline.warehouse import Warehouse
+
+    path = tmp_path / "fleet.duckdb"
+    with Warehouse(path) as wh:
+        fill_warehouse(wh, gpus_per_model=8)
+    assert cli("report", "-o", tmp_path / "r.html", "--warehouse", path, "--prometheus", tmp_path / "m.prom") == 0
+    assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert (tmp_path / "r.xlsx").exists() and (tmp_path / "m.prom").exists()
+    assert cli("report", "-o", tmp_path / "r.pdf", "--warehouse", path) == 2  # not HTML
+    assert cli("report", "-o", tmp_path / "r.html", "--warehouse", tmp_path / "none.duckdb") == 2
