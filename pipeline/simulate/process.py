@@ -74,6 +74,7 @@ class FleetSim:
     kernel_events: list[KernelEvent] = field(default_factory=list)
     reboots: list[tuple[int, datetime, bool]] = field(default_factory=list)
     expected: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    _by_slot: dict[tuple[int, int], list[dict]] = field(default_factory=dict, repr=False)
 
     @property
     def inventory(self) -> pl.DataFrame:
@@ -113,8 +114,13 @@ class FleetSim:
                 best = g
         return best
 
+    def boards(self, host: int, slot: int) -> list[dict]:
+        """Every board that held a slot, in install order."""
+        return self._by_slot.get((host, slot), [])
+
     def index_slots(self) -> None:
-        self._by_slot: dict[tuple[int, int], list[dict]] = {}
+        """Index the boards of each (host, slot) in install order, for :meth:`serial_at`."""
+        self._by_slot = {}
         for g in self.gpus_full:
             self._by_slot.setdefault((g["_host"], g["slot"]), []).append(g)
 

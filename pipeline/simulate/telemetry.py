@@ -259,7 +259,7 @@ def _day_state(sim, h, spec, rng, ts, boot_e, effects, temp_base, sbe_base, coun
     tenure_idx = np.zeros((G, S), np.int64)
     tenures: list[list[dict]] = []
     for g in range(G):
-        lst = sim._by_slot[(h.index, g)]
+        lst = sim.boards(h.index, g)
         tenures.append(lst)
         starts = [_epoch(x["_installed"], sim.start) for x in lst]
         tenure_idx[g] = np.clip(np.searchsorted(starts, ts, side="right") - 1, 0, None)
