@@ -266,3 +266,17 @@ def test_a_zone_named_in_the_header_wins_over_the_points_zone(tmp_path):
     row = rows_of(load_tickets(f, 1, "sha-noc", CFG))[0]
     assert row["opened_at"] == datetime(2025, 3, 10, 13, 0)  # New York, already on daylight time
     assert header_zone("created_utc") == "UTC" and header_zone("报修时间（北京时间）") == "Asia/Shanghai"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(["t.csv", "t.json", "t.jsonl"]))
+def test_arbitrary_bytes_load_or_fail_with_a_usage_error(tmp_path_factory, data, name):
+    f = tmp_path_factory.mktemp("fuzz") / name
+    f.write_bytes(b"Ticket #,Opened,Part\n" + data if name == "t.csv" else data)
+    try:
+        got = load_tickets(f, 1, "p", CFG)
+    except UsageError as exc:
+        assert "cannot recognise the ticket columns" in str(exc)
+        return
+    assert got.rows_read == got.rows_loaded + len(got.rejects)
+    assert got.tables["tickets_raw"].height == got.rows_loaded

@@ -112,3 +112,16 @@ def test_normalize_command_exits_1_on_rejected_rows_and_2_on_unknown_layout(cli,
     odd.write_text("a,b\n1,2\n")
     assert cli("normalize", odd, "-o", tmp_path / "o.csv") == 2
     assert "saw ['a', 'b']" in capsys.readouterr().err
+
+
+def test_formula_cell_is_stored_as_text_and_exported_neutralized(cli, wh, data, tmp_path, monkeypatch):
+    fake_matcher.install(monkeypatch)
+    f = data / "tickets" / "sha-sp1" / "2025-03-28.csv"
+    f.write_bytes(DUMP_2.replace("看起来烧了", "=cmd|' /C calc'!A0").encode("gbk"))
+    run_stages(wh, data)
+    assert wh.scalar("SELECT symptom_text FROM tickets WHERE ticket_id = 'SH-3'") == "=cmd|' /C calc'!A0"
+    wh.close()
+    out = tmp_path / "t.csv"
+    assert cli("export", "tickets", "-o", out, "--warehouse", tmp_path / "wh.duckdb") == 0
+    got = pl.read_csv(out, infer_schema=False).filter(pl.col("ticket_id") == "SH-3")
+    assert got["symptom_text"].item() == "'=cmd|' /C calc'!A0" and got["serial"].item() == "1654620099001"
