@@ -265,3 +265,18 @@ def test_keep_samples_writes_parquet_by_day(tmp_path, wh):
     days = sorted(p.parent.name for p in (tmp_path / "samples").glob("day=*/*.parquet"))
     assert days == ["day=2026-07-03", "day=2026-07-04"]
     assert pl.read_parquet(tmp_path / "samples" / "day=2026-07-04" / "h1__gpu.csv.parquet")["power_draw"].to_list() == [627.4]
+
+
+def test_truncated_last_line_stays_on_the_fast_path(tmp_path, monkeypatch):
+    f = write(tmp_path / "h" / "a.csv", HEADER, line(), line(idx=1), end="\r\n")
+    f.write_bytes(f.read_bytes() + line(idx=2)[:50].encode())  # the logger was killed mid-line
+    taken = []
+    real = smi._fast_path
+    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: taken.append(r := real(*a, **k)) or r)
+    fast, _ = _hourly(f)
+    assert taken and taken[0] is not None
+    assert [(r.line_no, r.reason) for r in fast.rejects] == [(4, "truncated_line")]
+    assert fast.rows_read == 3 and fast.rows_loaded == 2
+    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
+    exact, _ = _hourly(f)
+    assert [(r.line_no, r.reason, r.raw) for r in exact.rejects] == [(r.line_no, r.reason, r.raw) for r in fast.rejects]

@@ -25,7 +25,7 @@ import polars as pl
 
 from pipeline.ingest import smi_facts
 from pipeline.ingest.smi_fields import Field, clean_sql, header_fields, marker_sql, parse_fields
-from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, read_exact, scratch
+from pipeline.ingest.smi_read import BLANK_CHARS, ExactRead, Segment, csv_source, first_line, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -214,8 +214,8 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     try:
         fast = _fast_path(con, path, hf or fields, skip=1 if hf else 0) if (hf or fields) else None
         if fast is not None:
-            hourly, n = fast
-            loaded = Loaded(rows_read=n, rows_loaded=n, rows_skipped=1 if hf else 0)
+            hourly, n, rejects = fast
+            loaded = Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=1 if hf else 0, rejects=rejects)
             last = hf or fields
         else:
             out = ExactRead()
@@ -255,19 +255,40 @@ def _cell(f: Field) -> str:
 
 
 def _fast_path(con, path: Path, fields: list[Field], skip: int):
-    """(hourly rows, data rows) from one DuckDB pass, or None when the file is not clean."""
+    """(hourly rows, data rows, rejects) from one DuckDB pass, or None when the file needs
+    the exact path.
+
+    Lines DuckDB rejects for their number of cells (a truncated last line, typically) are
+    quarantined from here; any other problem (bad bytes, an unreadable value, something
+    that looks like a header, a reject the exact path would judge otherwise) declines.
+    """
     if "timestamp" not in [f.name for f in fields]:
         return None
     delim = ", " if ", " in first_line(path) else ","
     try:
         rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip, delim))).pl()
-        n_rejects = con.execute("SELECT count(*) FROM reject_errors").fetchall()[0][0]
+        found = con.execute(
+            "SELECT DISTINCT line, error_type, csv_line FROM reject_errors ORDER BY line"
+        ).fetchall()
     except duckdb.Error as exc:
         log.info("%s: fast path declined (%s); reading line by line", path, exc)
         return None
-    if n_rejects or rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
+    if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
         return None
-    return rows, int(rows["samples"].sum())
+    rejects = []
+    n = len(fields)
+    for line_no, kind, raw in found:
+        raw = (raw or "").strip("\r\n")
+        cells = len(raw.split(","))
+        if (kind not in ("MISSING COLUMNS", "TOO MANY COLUMNS") or cells == n or "\ufffd" in raw
+                or not raw.strip(BLANK_CHARS) or header_fields(raw) is not None):
+            return None
+        reason = "truncated_line" if cells < n else "extra_fields"
+        detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
+        rejects.append(Rejected(int(line_no), reason, raw, detail))
+    if len({r.line_no for r in rejects}) != len(rejects):
+        return None
+    return rows, int(rows["samples"].sum()), rejects
 
 
 def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) -> pl.DataFrame:
