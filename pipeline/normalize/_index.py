@@ -98,7 +98,7 @@ class AliasIndex:
         for _, _, q in plan.queries:
             names, codes = self._groups.get(_nwords(q), ((), ()))
             hit = process.extractOne(q, names, scorer=fuzz.ratio, score_cutoff=FUZZY_MIN) if names else None
-            best.append((codes[hit[2]], float(hit[1])) if hit is not None else None)
+            best.append((codes[hit[2]], float(hit[1]), hit[0]) if hit is not None else None)
         return self._finish(plan, best)
 
     def match_many(self, texts: Iterable[str]) -> list[Match]:
@@ -125,7 +125,7 @@ class AliasIndex:
                 top = scores[np.arange(len(arg)), arg]
                 for q, j, sc in zip(qs[lo:lo + _CHUNK], arg, top):
                     if sc >= FUZZY_MIN:
-                        best[queries[q]] = (codes[j], float(sc))
+                        best[queries[q]] = (codes[j], float(sc), names[j])
         return [p.done if p.done is not None else self._finish(p, [best[queries[q]] for _, _, q in p.queries])
                 for p in plans]
 
@@ -176,10 +176,12 @@ class AliasIndex:
     def _finish(self, plan: _Plan, best: list) -> Match:
         """The code from the plan and the best fuzzy alias of each query (or None)."""
         fuzzy = []
-        for (start, end, _), hit in zip(plan.queries, best):
+        for (start, end, q), hit in zip(plan.queries, best):
             if hit is None:
                 continue
-            (code, strength), s = hit
+            (code, strength), s, alias = hit
+            if q[0] != alias[0]:
+                continue  # typos keep the first letter; "link" is not "nvlink"
             if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
                 fuzzy.append((start, end, code, s))
         if plan.extend:

@@ -27,7 +27,7 @@ _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 
-_XID = re.compile(r"(?<![a-z])(s?)xid\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])")
+_XID = re.compile(r"(?<![a-z])(s?)x+i+d\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])(?:\s*[x×*]\s*\d+(?![0-9a-z]))?")
 _SXID_BARE = re.compile(r"(?<![a-z0-9])sxid(?![a-z])\d*")
 _PCI = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b")
 _SERIAL_TAG = re.compile(r"(?:\bs/?n\b|\bserial(?:\s*(?:no|number|#))?\b|序列号|序号|sn号)\s*[:：#=]?\s*[a-z0-9\-]*")
@@ -54,6 +54,7 @@ _MODEL = re.compile(
 # or a number of two or more digits. re-seat, nvidia-smi and connectx-7 stay.
 _HOST = re.compile(r"(?<![a-z0-9])[a-z0-9]+(?:[\-_.][a-z0-9]+)+(?![a-z0-9])")
 _HOSTISH = re.compile(r"[a-z]+\d|\d+[a-z]|^\d{2,}$")
+_TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
 _ABBREV = {
@@ -91,7 +92,7 @@ def _drop_host(m: re.Match) -> str:
 def _once(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold().translate(_TRAD_MAP)
     # The guards only skip patterns that cannot match: a text is canonicalized at least twice.
-    if "xid" in t:
+    if "xi" in t:
         t = _XID.sub(lambda m: f" {'sxid' if m.group(1) else 'xid' + m.group(2)} ", t)
         t = _SXID_BARE.sub(" sxid ", t)
     digits = _ANY_DIGIT.search(t) is not None
@@ -99,6 +100,7 @@ def _once(text: str) -> str:
         t = _PCI.sub(" ", t)
         t = _HOST.sub(_drop_host, t)
         t = _MODEL.sub(" ", t)
+        t = _TEMP.sub(" temperature ", t)  # "hitting 102C" is about temperature
         t = _SIZE.sub(" ", t)
         t = _SLOT.sub(" ", t)
     t = _SERIAL_TAG.sub(" ", t)
