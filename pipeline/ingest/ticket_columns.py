@@ -232,7 +232,7 @@ def clean_slot(value: object) -> int | None:
 # -- dates -------------------------------------------------------------------------
 
 _NUMERIC_DATE = re.compile(r"^\s*(\d{1,2})[/.\-](\d{1,2})[/.\-](\d{2,4})\b")
-_TIME_FORMATS = ("%H:%M:%S.%f", "%H:%M:%S", "%H:%M", "%I:%M:%S %p", "%I:%M %p", "")
+_TIME_OF_DAY = re.compile(r"(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d{1,9}))?)?\s*(?P<ampm>[AaPp][Mm])?")
 
 
 def infer_dayfirst(values: list[str | None], default: bool) -> bool:
@@ -269,17 +269,18 @@ def _local_datetime(s: str, dayfirst: bool, fmt: str) -> datetime:
         if y < 100:
             y += 2000
         rest = s[m.end():].strip()
-        base = datetime(y, month, day)
-        for tf in _TIME_FORMATS:
-            try:
-                t = datetime.strptime(rest, tf) if tf else (None if rest else base)
-            except ValueError:
-                continue
-            if t is not None and tf:
-                return base.replace(hour=t.hour, minute=t.minute, second=t.second, microsecond=t.microsecond)
-            if t is not None:
-                return base
-        raise ValueError(f"unreadable time of day {rest!r}")
+        if not rest:
+            return datetime(y, month, day)
+        t = _TIME_OF_DAY.fullmatch(rest)
+        if not t:
+            raise ValueError(f"unreadable time of day {rest!r}")
+        hour = int(t["h"])
+        if t["ampm"]:
+            if not 1 <= hour <= 12:
+                raise ValueError(f"unreadable time of day {rest!r}")
+            hour = hour % 12 + (12 if t["ampm"].lower() == "pm" else 0)
+        micro = int((t["f"] or "0")[:6].ljust(6, "0"))
+        return datetime(y, month, day, hour, int(t["m"]), int(t["s"] or 0), micro)
     for f in ("%d %b %Y %H:%M", "%d %b %Y", "%b %d %Y %H:%M", "%b %d, %Y %H:%M", "%b %d, %Y", "%Y%m%d %H%M%S", "%Y%m%d"):
         try:
             return datetime.strptime(s, f)

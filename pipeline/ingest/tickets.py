@@ -97,10 +97,9 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
         zones = {f: header_zone(header_cells[cols[f]]) or tz for f in _TIME_FIELDS if f in cols}
         dates = [cell_text(c[cols["opened_at"]]) for _, c in body if "opened_at" in cols and cols["opened_at"] < len(c)]
         dayfirst = infer_dayfirst(dates, sp.dayfirst) if not sp.date_format else sp.dayfirst
-        header_key = [cell_text(c) for c in header_cells]
         for line_no, cells in body:
             # Blank rows, and the header repeated where dumps were pasted together.
-            if all(cell_text(c) is None for c in cells) or [cell_text(c) for c in cells] == header_key:
+            if cells == header_cells or not any(c is not None and str(c).strip() for c in cells):
                 skipped += 1
                 continue
             read += 1
