@@ -102,7 +102,7 @@ def survival_table(frame: pl.DataFrame, by: str | None, *, confidence: float = 0
         try:
             rows = km_rows(kaplan_meier(sub, confidence=confidence))
         except StatError as exc:
-            log.warning("%s %s: %s; product-limit estimate without interval", name, label, exc)
+            log.info("%s %s: %s; product-limit estimate without interval", name, label, exc)
             rows = _degenerate_km(sub)
         if rows["t_days"][0] > 0:
             rows = pl.concat([_origin(rows), rows])
