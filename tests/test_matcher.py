@@ -220,3 +220,12 @@ def test_short_typos_are_only_suggestions(m):
 
 def test_xid_without_number_names_no_symptom(m):
     assert m.match_row("GPU", "GPU xid Error", "RMA").symptom_code is None
+
+
+def test_passive_words_in_the_description_are_not_the_action(m):
+    assert code(m, "GPU", "monitoring alert - Xid 13", None)[2] is None
+    assert code(m, "GPU", "Xid 79, 重新插拔后恢复", None)[2] == "RESEAT"
+
+
+def test_a_failed_job_is_a_consequence_not_the_symptom(m):
+    assert code(m, "GPU", "training slow (job 709 failed)", "closed")[1] == "PERFORMANCE"

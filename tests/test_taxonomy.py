@@ -74,6 +74,7 @@ def test_replace_via_config(tmp_path):
     ("dimensions:\n  part: {A: [a]}\n  symptom: {S: [s]}\n  action: {X: [x]}\nxid: {79: NOPE}\n", "not a symptom code"),
     ("dimensions:\n  part: {A: [a]}\n  symptom: {S: [s]}\n  action: {X: [x]}\nresolve: {part: vote}\n", "not one of"),
     ("dimensions:\n  part: {A: [a]}\n  symptom: {S: [s]}\n  action: {X: [x]}\nimplies_symptom: {A: NOPE}\n", "implies_symptom"),
+    ("dimensions:\n  part: {A: [a]}\n  symptom: {S: [s]}\n  action: {X: [x]}\nno_context: {action: [NOPE]}\n", "no_context"),
     ("[unclosed", "not valid YAML"),
 ])
 def test_bad_taxonomy_is_a_config_error(tmp_path, yaml_text, needle):

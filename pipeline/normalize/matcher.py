@@ -198,15 +198,16 @@ class Matcher:
     def _resolve(self, keys: tuple[str, str, str], get) -> Coded:
         part_key, symptom_key, action_key = keys
         thr = self.threshold
+        skip = self.taxonomy.no_context
         symptom = _fill(get("symptom", symptom_key),
-                        [get("symptom", action_key), get("symptom", part_key)], thr, S_CONTEXT)
+                        [get("symptom", action_key), get("symptom", part_key)], thr, S_CONTEXT, skip["symptom"])
         action = _fill(get("action", action_key),
-                       [get("action", symptom_key), get("action", part_key)], thr, S_CONTEXT)
+                       [get("action", symptom_key), get("action", part_key)], thr, S_CONTEXT, skip["action"])
         hints = [get("part", symptom_key), get("part", action_key)]
         implied = self.taxonomy.implies_part.get(symptom.code or "") if symptom.score >= thr else None
         if implied:
             hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
-        part = _fill(get("part", part_key), hints, thr, S_CONTEXT)
+        part = _fill(get("part", part_key), hints, thr, S_CONTEXT, skip["part"])
         if symptom.how == "vague" and part.code and part.score >= thr:
             # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
             implied = self.taxonomy.implies_symptom.get(part.code)
@@ -232,12 +233,13 @@ class Matcher:
         return out[:k]
 
 
-def _fill(own: Match, hints: list[Match], thr: float, cap: float) -> Match:
-    """Own result when confident, else the first confident hint from other fields."""
+def _fill(own: Match, hints: list[Match], thr: float, cap: float, skip: frozenset[str] = frozenset()) -> Match:
+    """Own result when confident, else the first confident hint from other fields
+    (codes in ``skip`` are never taken from another field)."""
     if own.code is not None and own.score >= thr:
         return own
     for h in hints:
-        if h.code is not None and h.score >= thr:
+        if h.code is not None and h.score >= thr and h.code not in skip:
             if own.code is not None and own.code != h.code:
                 return own  # the field says something else, if weakly: a person decides
             score = max(min(h.score, cap), S_AGREE) if own.code == h.code else min(h.score, cap)

@@ -48,6 +48,7 @@ class Taxonomy:
     xid: dict[int, str] = field(default_factory=dict)
     implies_part: dict[str, str] = field(default_factory=dict)
     implies_symptom: dict[str, str] = field(default_factory=dict)
+    no_context: dict[str, frozenset[str]] = field(default_factory=dict)
     resolve: dict[str, str] = field(default_factory=dict)
     priority: dict[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
@@ -124,7 +125,7 @@ def _merge(base: dict, extra: dict) -> dict:
             if spec.get("description"):
                 cur["description"] = spec["description"]
     out["dimensions"] = dims
-    for section in ("vague", "priority"):
+    for section in ("vague", "priority", "no_context"):
         merged = {d: _as_list(v) for d, v in (base.get(section) or {}).items()}
         for d, v in (extra.get(section) or {}).items():
             merged[d] = merged.get(d, []) + _as_list(v)
@@ -185,6 +186,13 @@ def _build(raw: dict, source: str) -> Taxonomy:
             problems.append(f"implies_symptom.{p}: needs a part code -> a symptom code, got {p!r} -> {sym!r}")
         else:
             implies_symptom[str(p)] = str(sym)
+    no_context = {}
+    for d in DIMENSIONS:
+        listed = [str(c) for c in _as_list((raw.get("no_context") or {}).get(d))]
+        for c in listed:
+            if c not in codes[d]:
+                problems.append(f"no_context.{d}: {c!r} is not a {d} code")
+        no_context[d] = frozenset(c for c in listed if c in codes[d])
     resolve = {d: "priority" for d in DIMENSIONS} | {str(d): str(r) for d, r in (raw.get("resolve") or {}).items()}
     for d, r in resolve.items():
         if r not in _RULES:
@@ -199,6 +207,6 @@ def _build(raw: dict, source: str) -> Taxonomy:
         priority[d] = tuple(dict.fromkeys(order + list(codes[d])))
     if problems:
         raise ConfigError(problems, source)
-    tax = Taxonomy(codes, vague, xid, implies, implies_symptom, resolve, priority, source)
+    tax = Taxonomy(codes, vague, xid, implies, implies_symptom, no_context, resolve, priority, source)
     log.info("taxonomy %s: %s", source, {d: len(codes[d]) for d in DIMENSIONS})
     return tax
