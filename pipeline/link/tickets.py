@@ -196,6 +196,8 @@ def run(ctx) -> None:
     n, linked, flagged = relink(ctx.wh, ctx.cfg)
     ctx.report("link").rows_out = linked
     if n - linked:
-        ctx.note("link", f"{linked} of {n} tickets linked to an inventory GPU; {n - linked - flagged} name no GPU "
-                         f"(no serial, no slot); {flagged} name one that could not be told for sure "
-                         "(unknown or ambiguous serial, no host+slot match): unlinked, in no failure rate")
+        text = f"{linked} of {n} tickets linked to an inventory GPU; {n - linked - flagged} name no GPU (no serial, no slot)"
+        if flagged:
+            text += (f"; {flagged} name one that could not be told for sure (unknown or ambiguous serial, "
+                     "no host+slot match): unlinked, in no failure rate")
+        ctx.note("link", text)
