@@ -230,6 +230,21 @@ def test_line_numbers_and_gzip(tmp_path):
     assert fp.events["line_no"].to_list() == [41] and fp.events["host"][0] == "h9"
 
 
+def test_truncated_gzip_keeps_what_decompresses(tmp_path):
+    import gzip
+
+    from pipeline.ingest.xid import parse_file
+
+    text = "".join(f"[ {i}.000000] {XID79}\n" for i in range(1, 2001)).encode()
+    p = tmp_path / "h1" / "kern.log.2.gz"
+    p.parent.mkdir()
+    whole = gzip.compress(text)
+    p.write_bytes(whole[: len(whole) * 2 // 3])
+    fp = parse_file(p)
+    assert 100 < fp.events.height < 2000
+    assert fp.events["line_no"].to_list() == list(range(1, fp.events.height + 1))
+
+
 def test_canonical_pci_text():
     assert canonical_pci_text("00000000:3B:00.0") == "0000:3b:00.0"
     assert canonical_pci_text("PCI:0000:3b:00") == "0000:3b:00.0"

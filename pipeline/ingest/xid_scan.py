@@ -11,8 +11,8 @@ only in uptime-stamped logs, the RTC boot marker. Only those lines are decoded a
 
 from __future__ import annotations
 
-import gzip
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -23,23 +23,24 @@ _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic, not by name)."""
+    """The file's bytes, gunzipped when it is gzip (by magic, not by name).
+
+    A gzip cut short (a rotation copied while being written) gives what decompresses;
+    concatenated gzip members are all read.
+    """
     with open(path, "rb") as f:
         data = f.read()
-    if data[:2] == b"\x1f\x8b":
+    if data[:2] != b"\x1f\x8b":
+        return data
+    out = []
+    while data[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError):
-            # A truncated rotation: keep what decompresses.
-            d = gzip.GzipFile(fileobj=__import__("io").BytesIO(data))
-            chunks = []
-            try:
-                while block := d.read(1 << 20):
-                    chunks.append(block)
-            except (OSError, EOFError):
-                pass
-            data = b"".join(chunks)
-    return data
+            out.append(d.decompress(data))
+        except zlib.error:
+            break
+        data = d.unused_data
+    return b"".join(out)
 
 
 def _xid_lines(buf: bytes) -> list[int]:
