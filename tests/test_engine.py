@@ -68,7 +68,7 @@ def test_core_import_does_not_load_spark():
 def test_spark_and_duckdb_give_the_same_rates():
     pytest.importorskip("pyspark")
     import pipeline.stats as st
-    from pipeline.stats.lifetimes import from_frame
+    from pipeline.stats.sources import from_frame
 
     frame = st.lifetime_frame(pl.DataFrame({
         "id": [f"g{i}" for i in range(40)],

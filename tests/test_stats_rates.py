@@ -13,8 +13,8 @@ from scipy.stats import chi2, poisson
 
 import pipeline.stats as st
 from pipeline.errors import UsageError
-from pipeline.stats.compare import compare_groups, sentence
-from pipeline.stats.survival import survival_table
+from pipeline.stats.comparisons import compare_groups, sentence
+from pipeline.stats.kaplan_meier import survival_table
 
 
 def test_poisson_interval_matches_the_chi_square_formula():

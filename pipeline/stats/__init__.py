@@ -6,10 +6,10 @@ and the ``afr`` / ``survival`` commands are in :mod:`pipeline.stats.commands`.
 
 from pipeline.stats.rates import poisson_interval
 from pipeline.stats.api import afr, compare, lifetimes, survival, weibull
-from pipeline.stats.compare import rate_ratio_test
+from pipeline.stats.comparisons import rate_ratio_test
 from pipeline.stats.exposure import Window, data_window
-from pipeline.stats.lifetimes import Lifetimes, lifetime_frame, read_lifetime_table
-from pipeline.stats.weibull import describe_shape
+from pipeline.stats.sources import Lifetimes, lifetime_frame, read_lifetime_table
+from pipeline.stats.weibull_fit import describe_shape
 
 __all__ = [
     "Lifetimes", "Window", "afr", "compare", "data_window", "describe_shape", "lifetime_frame",

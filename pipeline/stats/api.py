@@ -21,10 +21,10 @@ from pipeline.config import Config, Stats
 from pipeline.engine import DuckDBEngine, Engine
 from pipeline.errors import UsageError
 from pipeline.stats import rates
-from pipeline.stats.compare import compare_groups, single_models
-from pipeline.stats.lifetimes import Lifetimes, from_frame, from_lifetime_table, from_warehouse, lifetime_frame
-from pipeline.stats.survival import survival_table
-from pipeline.stats.weibull import weibull_table
+from pipeline.stats.comparisons import compare_groups, single_models
+from pipeline.stats.sources import Lifetimes, from_frame, from_lifetime_table, from_warehouse, lifetime_frame
+from pipeline.stats.kaplan_meier import survival_table
+from pipeline.stats.weibull_fit import weibull_table
 
 
 def _stats_cfg(cfg: Config | Stats | None) -> Stats:

@@ -22,11 +22,11 @@ import polars as pl
 from pipeline.engine import DuckDBEngine
 from pipeline.stats import rates
 from pipeline.stats import modes
-from pipeline.stats.compare import compare_groups, single_models
+from pipeline.stats.comparisons import compare_groups, single_models
 from pipeline.stats.failures import FAILURES
-from pipeline.stats.lifetimes import from_warehouse
-from pipeline.stats.survival import survival_table
-from pipeline.stats.weibull import weibull_table
+from pipeline.stats.sources import from_warehouse
+from pipeline.stats.kaplan_meier import survival_table
+from pipeline.stats.weibull_fit import weibull_table
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import warnings
 
 import polars as pl
 
-from pipeline.stats.survival import _groups
+from pipeline.stats.kaplan_meier import _groups
 
 log = logging.getLogger(__name__)
 
