@@ -88,6 +88,14 @@ def test_bsd_syslog_infers_the_year_across_december_to_january():
     assert fp.events["ts"].to_list() == [datetime(2024, 12, 31, 23, 59, 58), datetime(2025, 1, 1, 0, 0, 3)]
 
 
+def test_year_rollover_survives_lines_without_a_date_in_between():
+    text = (f"Dec 31 23:59:58 gpu-a01 kernel: {XID79}\n"
+            f"kernel: {XID79}\n"
+            f"Jan  1 00:00:03 gpu-a01 kernel: {XID79}\n")
+    fp = parse(text, ref=datetime(2025, 1, 1))
+    assert fp.events["ts"].to_list() == [datetime(2024, 12, 31, 23, 59, 58), None, datetime(2025, 1, 1, 0, 0, 3)]
+
+
 def test_bsd_syslog_year_from_a_file_named_by_its_first_day():
     # messages-20241228.log holds a week that ends in January
     fp = parse("Jan  2 00:00:03 gpu-a01 kernel: " + XID79 + "\n", ref=datetime(2024, 12, 28, 12))

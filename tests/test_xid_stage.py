@@ -201,3 +201,11 @@ def test_configured_boot_time_dates_only_its_own_boots_dmesg_dump(tmp_path):
         datetime(2025, 3, 5), datetime(2025, 3, 6)]
     later = ev.filter(pl.col("source_file").str.contains("20250325")).row(0, named=True)
     assert later["ts"] is None and later["uptime_s"] == 100.0
+
+
+def test_stage_without_kernel_logs_derives_an_empty_table(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    reports, code = run_pipeline(_cfg(), d, tmp_path / "wh.duckdb", tmp_path / "out", stages=["xid"])
+    assert code == 0 and _events(tmp_path / "wh.duckdb").height == 0
+    assert any("no kernel logs" in n for r in reports for n in r.notes)

@@ -125,7 +125,7 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.D
     df = df.with_columns(mon=mon, day=day, hms=hms, since=since)
     # Years: the last dated line takes the year nearest the reference; a month going back is a new year.
     dated = df.filter(pl.col("mon").is_not_null() & pl.col("day").is_not_null())
-    roll = (pl.col("mon") < pl.col("mon").shift(1)).fill_null(False).cum_sum()
+    roll = (pl.col("mon") < pl.col("mon").forward_fill().shift(1)).fill_null(False).cum_sum()
     dated = dated.with_columns(roll=roll)
     base = None
     if dated.height:
