@@ -270,9 +270,11 @@ _CANON = re.compile(r"[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.text(max_size=300), st.lists(_FRAGMENTS, max_size=40).map("".join)))
+@given(st.one_of(st.text(max_size=300), st.lists(_FRAGMENTS, max_size=40).map("".join),
+                 st.binary(max_size=300).map(lambda b: b + b"Xid (PCI:0000:3b:00): 79, \xff\xfe\n")))
 def test_arbitrary_text_never_raises_and_events_are_well_formed(text):
-    fp = parse(text, tz="Europe/Berlin")
+    data = text if isinstance(text, bytes) else text.encode()
+    fp = parse_bytes(data, source_file="k.log", host="h", tz="Europe/Berlin", ref_time=REF)
     assert fp.rows_read == fp.events.height + len(fp.rejects)
     for row in fp.events.iter_rows(named=True):
         assert isinstance(row["xid"], int)
