@@ -150,6 +150,9 @@ def test_a_worse_candidate_is_not_promoted(trained, monkeypatch, tmp_path):
 
 
 def test_too_little_history_falls_back_to_the_rules(wh, tmp_path):
+    from pipeline.predict.stage import run as stage_run
+    from pipeline.run import RunContext
+
     write_toy_fleet(wh, gpus=16, days=20, seed=1, start=START, daily_hazard=0.0)
     build_features(wh, Config())
     res = train(wh, Config(), tmp_path / "models", tmp_path / "out")
@@ -158,6 +161,12 @@ def test_too_little_history_falls_back_to_the_rules(wh, tmp_path):
     table, version, notes = rank_gpus(wh, Config(), tmp_path / "models", last)
     assert version == "rules-uncalibrated" and len(table) == 16
     assert any("not calibrated" in n for n in notes)
+    # The nightly stage goes through, with a note and the files DVC expects.
+    ctx = RunContext(config_from_dict({"paths": {"models": str(tmp_path / "m")}}), wh, tmp_path, tmp_path / "out")
+    stage_run(ctx)
+    assert any("too little history" in n for n in ctx.report("predict").notes)
+    assert (tmp_path / "out" / "metrics" / "predict.json").exists()
+    assert (tmp_path / "out" / "predictions.csv").read_text().startswith(",".join(CONTRACT))
 
 
 def test_nightly_stage_and_cli(trained, cli, tmp_path, capsys):

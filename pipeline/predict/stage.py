@@ -16,7 +16,7 @@ from pipeline.config import Config
 from pipeline.output import write_table
 from pipeline.predict.features import build_features, data_range
 from pipeline.predict.rank import CONTRACT, rank_gpus
-from pipeline.predict.train import train
+from pipeline.predict.train import train, write_placeholder
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ def run(ctx) -> None:
         result = train(wh, cfg, mdir, ctx.out_dir, run_id=wh.run_id)
         for note in result.notes:
             ctx.note("predict", note)
+    if not (ctx.out_dir / "metrics" / "predict.json").exists():
+        write_placeholder(ctx.out_dir, rep.notes)
     as_of = data_range(wh)[1]
     table, version, notes = rank_gpus(wh, cfg, mdir, as_of)
     for note in notes:

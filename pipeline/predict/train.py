@@ -189,3 +189,13 @@ def write_evaluation(out_dir: Path, card: dict, test: pd.DataFrame, risk: np.nda
     cal = pd.concat([evaluate.calibration_table(y, risk).assign(scorer="model"),
                      evaluate.calibration_table(y, base_risk).assign(scorer="baseline")])
     cal.to_csv(out_dir / "plots" / "predict_calibration.csv", index=False)
+
+
+def write_placeholder(out_dir: Path, notes: list[str]) -> None:
+    """Metrics and plot files saying no model was evaluated (DVC expects them every night)."""
+    (out_dir / "metrics").mkdir(parents=True, exist_ok=True)
+    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics" / "predict.json").write_text(
+        json.dumps({"version": "rules", "model": None, "baseline": None, "notes": notes}, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "plots" / "predict_pr.csv").write_text("recall,precision,threshold,scorer\n", encoding="utf-8")
+    (out_dir / "plots" / "predict_calibration.csv").write_text("mean_risk,observed_rate,count,scorer\n", encoding="utf-8")

@@ -1,0 +1,117 @@
+"""Benchmark and acceptance check: the nightly ``predict`` stage on a simulated fleet.
+
+Runs the ingest, normalize, link and stats stages of ``fleetfault run`` on a simulator
+output (once; ``--skip-ingest`` reuses the warehouse), then the ``predict`` stage alone in a
+fresh process, measuring its wall time and peak RSS, and reads the evaluation it wrote
+(``OUT/metrics/predict.json``: the model on the last test period next to the rule
+baseline). Writes its section of ``bench/RESULTS.md``. Usage::
+
+    nice fleetfault simulate --gpus 1000 --days 365 --seed 8101 --interval 3600 --accel 4 --out /tmp/eval/sim
+    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FLEETFAULT = [sys.executable, "-m", "pipeline"]
+BEFORE = ["inventory", "smi", "xid", "tickets", "normalize", "link", "stats"]
+
+
+def _run(args: list[str], work: Path) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS bytes, exit code) of one command, through GNU time."""
+    rss = work / "peak_rss.txt"
+    t0 = time.perf_counter()
+    code = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(rss), *args], cwd=HERE.parent).returncode
+    wall = time.perf_counter() - t0
+    return wall, int(rss.read_text().split()[-1]) * 1024, code
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True, help="A `fleetfault simulate` output folder.")
+    ap.add_argument("--work", type=Path, required=True, help="Folder for the warehouse, models and outputs.")
+    ap.add_argument("--skip-ingest", action="store_true", help="Reuse the warehouse in --work.")
+    ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
+    a = ap.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    wh, out = a.work / "wh.duckdb", a.work / "out"
+    common = ["run", "--data", str(a.data), "--warehouse", str(wh), "--out", str(out), "-q"]
+    ingest_s = None
+    if not a.skip_ingest:
+        ingest_s, _, code = _run(FLEETFAULT + common + [x for s in BEFORE for x in ("--stage", s)], a.work)
+        print(f"stages before predict: {ingest_s:.0f} s (exit {code})", flush=True)
+    for f in (a.work / "models").glob("*"):
+        f.unlink()  # train from scratch: the bench measures a full nightly retraining
+    wall, peak, code = _run(FLEETFAULT + common + ["--stage", "predict"], a.work)
+    metrics = json.loads((out / "metrics" / "predict.json").read_text())
+    params = json.loads((a.data / "truth" / "params.json").read_text()) if (a.data / "truth" / "params.json").exists() else {}
+    res = {"predict_seconds": wall, "predict_peak_rss": peak, "exit": code, "ingest_seconds": ingest_s,
+           "metrics": metrics, "data": str(a.data), "accel": params.get("accel")}
+    print(json.dumps(res, indent=2, default=str))
+    if not a.no_write:
+        write_results(res, HERE / "RESULTS.md", " ".join(["nice python bench/bench_predict.py", *sys.argv[1:]]))
+
+
+def _g(v, fmt="{:.3f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def write_results(res: dict, path: Path, command: str) -> None:
+    m = res["metrics"]
+    mo, ba = m["model"], m["baseline"]
+    rows = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precision"),
+            ("precision, top 1% per day", "precision_top1pct"), ("recall (failures), top 1% per day", "recall_top1pct"),
+            ("precision, top-k per day", "precision_topk"), ("recall (failures), top-k per day", "recall_topk"),
+            ("alert precision", "alert_precision"), ("failures caught / failures", None),
+            ("median lead, days", "median_lead_days"), ("Brier", "brier"), ("ECE (10 equal-count bins)", "ece"),
+            ("expected cost saved", "cost_saved")]
+    ratio = m.get("recall_ratio_vs_baseline")
+    lines = [
+        "## predict: failure prediction (nightly stage)", "",
+        f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
+        "`predict.threads = 1`).",
+        f"Data: `{res['data']}` (simulator, accel {res['accel']}). Test period {m['test_start']} to {m['test_end']}, "
+        f"horizon {m['horizon_days']} days, {mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive.", "",
+        f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
+        f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
+        + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
+        "| metric (test period) | model | rule baseline |", "|---|---|---|",
+    ]
+    for label, key in rows:
+        if key is None:
+            lines.append(f"| {label} | {mo['failures_caught']} / {mo['failures']} | {ba['failures_caught']} / {ba['failures']} |")
+        else:
+            fmt = "{:,.0f}" if key == "cost_saved" else "{:.3f}"
+            lines.append(f"| {label} | {_g(mo[key], fmt)} | {_g(ba[key], fmt)} |")
+    lines += [
+        "",
+        f"- model recall at the baseline's precision ({_g(m['baseline_precision'])}): "
+        f"{_g(m['model_recall_at_baseline_precision'])} vs the baseline's {_g(m['baseline_recall'])} = "
+        f"**{_g(ratio, '{:.2f}')}×** (target ≥ 1.2×: {'met' if ratio is not None and ratio >= 1.2 else 'NOT met'})",
+        f"- median lead {_g(mo['median_lead_days'], '{:.1f}')} days (target ≥ 3: "
+        f"{'met' if (mo['median_lead_days'] or 0) >= 3 else 'NOT met'}); ECE {_g(mo['ece'], '{:.4f}')} "
+        f"(target ≤ 0.05: {'met' if mo['ece'] is not None and mo['ece'] <= 0.05 else 'NOT met'})",
+        f"- the model alerts above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
+        "cost of a missed failure); the baseline alerts on any critical Xid in 7 days.", "",
+    ]
+    section = "\n".join(lines)
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    start = text.find("## predict:")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
