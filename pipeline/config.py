@@ -93,6 +93,9 @@ class Link:
     # A replacement ticket linked by host+slot takes the GPU removed from that slot within
     # this many days of the ticket (tickets are often written after the swap).
     replace_window_days: float = 7.0
+    # Another ticket (not a replacement) opened this soon after its slot's GPU was swapped
+    # may be about the old GPU or the new one: it is not linked by host+slot.
+    swap_ambiguity_days: float = 3.0
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,9 @@ def test_typo_that_spells_another_real_serial_is_caught_by_the_slot():
 def test_other_ticket_just_after_a_swap_is_not_guessed():
     # A reseat ticket two days after slot 3's swap may be about the old GPU or the new one.
     assert linked(("t", None, "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [(None, None)]
+    # Four days on, it is about the GPU in the slot.
+    assert linked(("t", None, "gpu-sha-a01", 3, datetime(2025, 3, 14, 7), "GPU", "RESEAT")) == [
+        ("1654620099001", "host_slot")]
     assert linked(("t", "1654620099001", "gpu-sha-a01", 3, datetime(2025, 3, 12), "GPU", "RESEAT")) == [
         ("1654620099001", "serial_exact")]
 

@@ -13,8 +13,8 @@ tickets, so a wrong link is worse than none. A ticket is linked
    spreadsheet-rounded serial (``1.65462E+12``) that rounds from exactly one;
 4. ``host_slot``: the GPU in the ticket's host and slot at the ticket's time (for a
    replacement, the GPU taken out of that slot nearest the ticket's time, since tickets
-   are often written after the swap; for another ticket written just after a swap, no
-   one: it may be about either GPU). A serial that matches several GPUs is linked this
+   are often written after the swap; for another ticket opened within
+   ``link.swap_ambiguity_days`` after a swap, no one: it may be about either GPU). A serial that matches several GPUs is linked this
    way only when the slot's GPU is one of them;
 
 else it stays unlinked (``serial`` and ``link_method`` null) and is counted in a note.
@@ -116,7 +116,7 @@ class SlotHistory:
         return {s for start, end, s in rows if (start is None or start <= when) and (end is None or end >= when - window)}
 
     def at(self, host: str | None, slot: int | None, when: datetime | None, replaced: bool,
-           window: timedelta) -> str | None:
+           window: timedelta, ambiguity: timedelta) -> str | None:
         """The GPU in ``host``/``slot`` at ``when``; for a replacement, the one removed
         within ``window`` of ``when`` (nearest), if any. None when unknown or not unique."""
         rows = self._by_slot.get((_short_host(host), slot)) if host and slot is not None else None
@@ -129,7 +129,7 @@ class SlotHistory:
             near.sort()
             if near and (len(near) == 1 or near[0][0] < near[1][0]):
                 return near[0][1]
-        elif any(end is not None and when - window <= end <= when for _, end, _ in rows):
+        elif any(end is not None and when - ambiguity <= end <= when for _, end, _ in rows):
             # The slot's GPU was swapped just before this ticket: it may be about either.
             return None
         live = [s for start, end, s in rows if (start is None or start <= when) and (end is None or end > when)]
@@ -158,18 +158,19 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
 
 
 def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int = 1,
-               replace_window_days: float = 7.0) -> pl.DataFrame:
+               replace_window_days: float = 7.0, swap_ambiguity_days: float = 3.0) -> pl.DataFrame:
     """``tickets`` with ``serial`` and ``link_method`` filled in (see the module doc)."""
     index = SerialIndex([s for s in inventory["serial"].to_list() if s], max_edits)
     slots = SlotHistory(inventory)
     window = timedelta(days=replace_window_days)
+    ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
     cols = ["serial_text", "host", "slot", "opened_at", "part_code", "action_code"]
     for text, host, slot, when, part, action in tickets.select(cols).iter_rows():
         written = clean_serial(text)
         cands = index.candidates(written) if written else set()
         replaced = action == "REPLACE" and part in (None, "GPU")
-        by_slot = slots.at(host, slot, when, replaced, window)
+        by_slot = slots.at(host, slot, when, replaced, window, ambiguity)
         serial, method = _choose(written, cands, slots.around(host, slot, when, window), by_slot)
         serials.append(serial)
         methods.append(method)
@@ -183,7 +184,8 @@ def relink(wh, cfg) -> tuple[int, int, int]:
         return 0, 0, 0
     inventory = wh.pl("SELECT serial, host, slot, installed_at, removed_at FROM inventory", step="read inventory")
     linked = link_frame(tickets, inventory, max_edits=cfg.link.serial_max_edits,
-                        replace_window_days=cfg.link.replace_window_days)
+                        replace_window_days=cfg.link.replace_window_days,
+                        swap_ambiguity_days=cfg.link.swap_ambiguity_days)
     with wh.transaction():
         wh.replace("tickets", linked)
     unlinked = linked.filter(pl.col("link_method").is_null())
