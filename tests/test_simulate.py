@@ -266,3 +266,52 @@ def test_each_fleet_speaks_its_own_subset_of_the_vocabulary():
     for table, full in (("part", vocab.PART), ("symptom", vocab.SYMPTOM), ("action", vocab.ACTION)):
         for code, phrases in full.items():
             assert a[table][code] and set(a[table][code]) <= set(phrases)
+
+
+def _host_rows(root: Path, host: dict) -> list[dict]:
+    """A host's telemetry as dicts keyed by query field (complete rows only), times as written."""
+    fields = host["fields"].split(",")
+    rows = []
+    for path in sorted((root / "telemetry" / host["host"]).iterdir()):
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        for line in data.decode("utf-8").split("\n"):
+            cells = line.split(", ")
+            if len(cells) == len(fields) and cells[0] != "timestamp":
+                rows.append(dict(zip(fields, cells)))
+    return rows
+
+
+def _value(cell: str) -> float | None:
+    head = cell.split(" ")[0]
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
+def test_telemetry_precursors_show_before_the_failure(fleet):
+    """A failure whose truth says `ecc_rising` / `pcie_width` shows that in its GPU's telemetry
+    before it fails, and not in the same measure on the host's other GPUs."""
+    from zoneinfo import ZoneInfo
+
+    hosts = {h["host"]: h for h in read_truth(fleet, "hosts.csv")}
+    checked = 0
+    for f in read_truth(fleet, "failures.csv"):
+        signal = {"ecc_rising": "ecc.errors.corrected.volatile.total", "pcie_width": "pcie.link.width.current"}.get(f["precursor"])
+        if signal is None:
+            continue
+        h = hosts[f["host"]]
+        zone = ZoneInfo(h["tz"])
+        failed = datetime.fromisoformat(f["failed_at"]).replace(tzinfo=ZoneInfo("UTC")).astimezone(zone).replace(tzinfo=None)
+        before = [r for r in _host_rows(fleet, h)
+                  if failed - timedelta(days=float(f["lead_days"])) < datetime.strptime(r["timestamp"], "%Y/%m/%d %H:%M:%S.%f") < failed]
+        mine = [_value(r[signal]) for r in before if r["index"] == f["slot"]]
+        others = [_value(r[signal]) for r in before if r["index"] != f["slot"]]
+        mine = [v for v in mine if v is not None]
+        assert mine, f
+        if signal.startswith("ecc"):
+            assert max(mine) > 0
+        else:
+            assert min(mine) < 16 and min(v for v in others if v is not None) == 16
+        checked += 1
+    assert checked >= 2
