@@ -30,33 +30,14 @@ REVIEW_COLUMNS = (["dimension", "text", "tickets", "example_ticket", "context"]
                   + [c for i in range(1, SUGGESTIONS + 1) for c in (f"suggestion_{i}", f"score_{i}")]
                   + ["code"])
 
-#: The contract's codes, used when the matcher does not list its taxonomy's.
-_CONTRACT_CODES = {
-    "part": ["GPU", "GPU_BASEBOARD", "NVSWITCH", "NVLINK_BRIDGE", "PCIE_RISER", "FAN", "PSU", "COOLING",
-             "MOTHERBOARD", "CPU", "DIMM", "STORAGE", "NIC", "CABLE", "BMC", "SOFTWARE", "NONE"],
-    "symptom": ["FELL_OFF_BUS", "MEMORY_UNCORRECTABLE", "MEMORY_CORRECTABLE", "ROW_REMAP", "OVERHEAT",
-                "FAN_FAULT", "POWER_FAULT", "NVLINK_ERROR", "PCIE_ERROR", "GSP_ERROR", "HANG", "PERFORMANCE",
-                "APP_FAULT", "DRIVER_ISSUE", "PHYSICAL_DAMAGE", "BOOT_FAILURE", "OTHER"],
-    "action": ["REPLACE", "RESEAT", "REBOOT", "REFLASH", "CLEAN", "MONITOR", "NONE"],
-}
-
-
 def allowed_codes(matcher) -> dict[str, dict[str, str]]:
-    """dimension -> {code: description} of the taxonomy the matcher uses."""
+    """dimension -> {code: description} of the taxonomy the matcher uses
+    (``matcher.taxonomy.codes``, or ``matcher.codes(dimension)`` for a stand-in)."""
     tax = getattr(matcher, "taxonomy", None)
     out: dict[str, dict[str, str]] = {}
     for dim in DIMENSIONS:
-        codes = None
-        if tax is not None and hasattr(tax, "codes"):
-            codes = tax.codes(dim) if callable(tax.codes) else tax.codes.get(dim)
-        if codes is None and callable(getattr(matcher, "codes", None)):
-            codes = matcher.codes(dim)
-        if codes is None:
-            codes = _CONTRACT_CODES[dim]
-        if isinstance(codes, dict):
-            out[dim] = {str(k): str(getattr(v, "description", v) or "") for k, v in codes.items()}
-        else:
-            out[dim] = {str(getattr(c, "code", c)): str(getattr(c, "description", "") or "") for c in codes}
+        codes = tax.codes[dim] if tax is not None else {c: "" for c in matcher.codes(dim)}
+        out[dim] = {str(k): str(getattr(v, "description", v) or "") for k, v in codes.items()}
     return out
 
 
