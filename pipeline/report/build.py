@@ -32,7 +32,7 @@ SECTIONS = ["summary", "afr", "survival", "flags", "pareto", "xids", "trend", "r
 
 _PCT = {"afr_pct": ",.2f", "afr_ci_low_pct": ",.2f", "afr_ci_high_pct": ",.2f", "gpu_days": ",.0f"}
 _AFR_LABELS = {"afr_pct": "AFR %", "afr_ci_low_pct": "95% low %", "afr_ci_high_pct": "95% high %",
-               "gpu_days": "GPU-days"}
+               "gpu_days": "GPU-days", "low_exposure": "little exposure"}
 
 
 @dataclass
@@ -134,8 +134,8 @@ class _Builder:
             out.append(h.figure(charts.afr_bars(df, by, fleet), f"AFR by {by} with 95% intervals",
                                 "Bars: annualized failure rate; whiskers: exact Poisson 95% interval; "
                                 "dashed line: the whole fleet."))
-            out.append(h.table(df, [by, "gpus", "gpu_days", "failures", "afr_pct", "afr_ci_low_pct", "afr_ci_high_pct"],
-                               formats=_PCT, labels=_AFR_LABELS))
+            out.append(h.table(df, [by, "gpus", "gpu_days", "failures", "afr_pct", "afr_ci_low_pct", "afr_ci_high_pct",
+                                    "low_exposure"], formats=_PCT, labels=_AFR_LABELS))
         return "".join(out) + self._source("stats_afr")
 
     def survival(self) -> str:
@@ -151,14 +151,7 @@ class _Builder:
         if wb.height:
             self.sheets["weibull_by_model"] = wb
             out.append("<h3>Weibull shape per model</h3>")
-            items = []
-            for r in wb.iter_rows(named=True):
-                if r["shape"] is None:
-                    items.append(f"{r['model']}: {r['interpretation']}")
-                else:
-                    ci = (f" ({self.cfg.stats.confidence:.0%} interval {r['shape_ci_low']:.2f}–{r['shape_ci_high']:.2f})"
-                          if r["shape_ci_low"] is not None and r["shape_ci_high"] is not None else "")
-                    items.append(f"{r['model']}: shape {r['shape']:.2f}{ci}, {r['pattern']}. {r['interpretation']}")
+            items = [f"{r['model']}: {r['interpretation']}" for r in wb.iter_rows(named=True)]
             out.append(h.bullets(items))
             out.append(h.para("A Weibull shape below 1 means failures concentrate early in life (burn-in pays), "
                               "near 1 a constant rate, above 1 wear-out (plan replacements by age)."))

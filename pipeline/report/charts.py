@@ -18,6 +18,8 @@ matplotlib.use("Agg")  # no display: the report is written by a batch job
 
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
 
 ACCENT = "#2563eb"
@@ -76,27 +78,45 @@ def _short(text, n: int = 28) -> str:
 
 @_styled
 def afr_bars(df: pl.DataFrame, by: str, fleet_pct: float | None = None) -> str:
-    """Horizontal AFR bars per group with exact-interval whiskers and the fleet rate."""
+    """Horizontal AFR bars per group with exact-interval whiskers and the fleet rate.
+
+    Groups below the minimum exposure (``low_exposure``) are drawn muted. Whiskers of groups
+    with almost no exposure would stretch the axis to thousands of percent and flatten every
+    bar, so the axis stops at a readable limit and longer whiskers end in an arrow.
+    """
     df = df.sort("afr_pct", descending=False, nulls_last=False).tail(20)
     labels = [_short(v) for v in df[by]]
     rate = df["afr_pct"].fill_null(0).to_list()
     low = df["afr_ci_low_pct"].fill_null(0).to_list()
-    high = df["afr_ci_high_pct"].fill_null(float("nan")).to_list()
+    high = [h if h is not None and h == h else r for h, r in zip(df["afr_ci_high_pct"].to_list(), rate)]
+    muted = df["low_exposure"].fill_null(False).to_list() if "low_exposure" in df.columns else [False] * df.height
+    # Room for the largest rates and half the whiskers, never past the longest whisker.
+    readable = max(2.2 * max([*rate, fleet_pct or 0]), sorted(high)[len(high) // 2])
+    limit = min(readable, 1.05 * max(high)) if max(high) > 0 else 1.0
     fig, ax = _fig(7.0, max(1.6, 0.38 * len(labels) + 0.9))
-    y = range(len(labels))
-    ax.barh(y, rate, color=ACCENT, alpha=0.85, height=0.55, label="AFR")
-    err = [[max(r - lo, 0) for r, lo in zip(rate, low)],
-           [max(h - r, 0) if not math.isnan(h) else 0 for r, h in zip(rate, high)]]
-    ax.errorbar(rate, list(y), xerr=err, fmt="none", ecolor="#1e293b", elinewidth=1.1, capsize=3,
-                label="95% interval")
+    y = list(range(len(labels)))
+    colors = [MUTED if m else ACCENT for m in muted]
+    ax.barh(y, rate, color=colors, alpha=0.85, height=0.55)
+    for yi, r, lo, hi in zip(y, rate, low, high):
+        ax.plot([lo, min(hi, limit)], [yi, yi], color="#1e293b", linewidth=1.1)
+        ax.plot([lo], [yi], marker="|", color="#1e293b", markersize=7)
+        ax.plot([min(hi, limit)], [yi], marker=">" if hi > limit else "|", color="#1e293b",
+                markersize=5 if hi > limit else 7)
     if fleet_pct is not None and fleet_pct == fleet_pct:
-        ax.axvline(fleet_pct, color=WARN, linestyle="--", linewidth=1, label=f"fleet {fleet_pct:.1f}%")
-    ax.set_yticks(list(y), labels)
+        ax.axvline(fleet_pct, color=WARN, linestyle="--", linewidth=1)
+    ax.set_yticks(y, labels)
     ax.set_xlabel("Annualized failure rate (% per GPU-year)")
     ax.set_title(f"AFR by {by}")
     ax.grid(axis="y", visible=False)
-    ax.set_xlim(left=0)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(0, limit * 1.02)
+    handles = [Patch(color=ACCENT, alpha=0.85, label="AFR")] if not all(muted) else []
+    handles.append(Line2D([], [], color="#1e293b", marker="|", label="95% interval (▸ continues)"))
+    if any(muted):
+        handles.append(Patch(color=MUTED, alpha=0.85, label="little exposure: read the interval"))
+    if fleet_pct is not None and fleet_pct == fleet_pct:
+        handles.append(Line2D([], [], color=WARN, linestyle="--", label=f"fleet {fleet_pct:.1f}%"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.6 / max(len(labels), 1)),
+              ncol=2, fontsize=7.5)
     return _png(fig)
 
 
@@ -123,24 +143,22 @@ def survival_curves(df: pl.DataFrame, by: str) -> str:
 
 @_styled
 def pareto_chart(df: pl.DataFrame, top: int = 12) -> str:
-    """Failure-mode Pareto: bars of tickets per part x symptom, cumulative share line."""
-    df = df.head(top)
-    labels = [f"{_short(p, 14)}\n{_short(s, 14)}".replace("_", " ") for p, s in zip(df["part_code"], df["symptom_code"])]
-    fig, ax = _fig(max(5.0, min(10.0, 0.85 * len(labels) + 1.5)), 3.4)
-    x = range(len(labels))
-    ax.bar(x, df["tickets"].to_list(), color=ACCENT, alpha=0.85, width=0.6)
-    ax.set_xticks(list(x), labels, fontsize=7)
-    ax.set_ylabel("Tickets")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(axis="x", visible=False)
-    ax2 = ax.twinx()
-    ax2.plot(list(x), df["cumulative_pct"].to_list(), color=WARN, marker="o", markersize=3, linewidth=1.3)
-    ax2.set_ylim(0, 105)
-    ax2.yaxis.set_major_formatter(PercentFormatter(100))
-    ax2.set_ylabel("Cumulative share")
-    ax2.grid(False)
-    ax2.spines["right"].set_visible(True)
-    ax.set_title("Failure modes (part / symptom), most frequent first")
+    """Failure-mode Pareto: horizontal bars of tickets per part / symptom, most frequent on
+    top, each labelled with the cumulative share reached."""
+    df = df.head(top).reverse()
+    labels = [_short(f"{p} · {s}", 36) for p, s in zip(df["part_code"], df["symptom_code"])]
+    fig, ax = _fig(7.0, max(1.6, 0.3 * len(labels) + 0.9))
+    y = list(range(len(labels)))
+    counts = df["tickets"].to_list()
+    ax.barh(y, counts, color=ACCENT, alpha=0.85, height=0.6)
+    for yi, n, cum in zip(y, counts, df["cumulative_pct"].to_list()):
+        ax.text(n, yi, f"  {n}  (cum. {cum:.0f}%)", va="center", fontsize=7.5, color="#334155")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("Tickets")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(0, max(counts) * 1.35)
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Failure modes (part · symptom), most frequent first")
     return _png(fig)
 
 
@@ -148,16 +166,20 @@ def pareto_chart(df: pl.DataFrame, top: int = 12) -> str:
 def xid_chart(df: pl.DataFrame) -> str:
     """Top Xid codes per model as grouped horizontal bars (events)."""
     models = sorted({str(m) for m in df["model"]})
-    fig, axes = plt.subplots(1, len(models), figsize=(min(3.2 * len(models), 10), 2.8), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    cols = min(len(models), 3)
+    rows = math.ceil(len(models) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.2 * rows + 0.4), squeeze=False)
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
         part = df.filter(pl.col("model") == model).sort("events")
         labels = [f"{k} {x}" for k, x in zip(part["kind"], part["xid"])]
         colors = [WARN if s == "critical" else ACCENT for s in part["severity"].fill_null("")]
         ax.barh(range(part.height), part["events"].to_list(), color=colors, alpha=0.85)
         ax.set_yticks(range(part.height), labels, fontsize=8)
         ax.set_title(_short(model, 26), fontsize=9)
-        ax.set_xlabel("Events")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+        ax.set_xlabel("Events", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
         ax.grid(axis="y", visible=False)
     fig.suptitle("Most frequent Xid/SXid codes per model (red: critical)", fontsize=10, fontweight="bold")
     fig.tight_layout()

@@ -121,16 +121,12 @@ def repair_times(wh: Warehouse) -> pl.DataFrame:
     if st is not None:
         return st.select("part_code", "tickets", "median_hours", "p90_hours",
                          pl.col("mttr_hours").alias("mean_hours")).sort("tickets", descending=True)
-    return wh.pl(
-        """
-        SELECT coalesce(part_code, '(uncoded)') AS part_code, count(*) AS tickets,
-               median(h) AS median_hours, quantile_cont(h, 0.9) AS p90_hours, avg(h) AS mean_hours
-        FROM (SELECT part_code, date_diff('second', opened_at, closed_at) / 3600.0 AS h FROM tickets
-              WHERE opened_at IS NOT NULL AND closed_at IS NOT NULL AND closed_at >= opened_at)
-        GROUP BY ALL ORDER BY tickets DESC, part_code
-        """,
-        step="report: repair times",
-    )
+    hours = repair_hours(wh)
+    return (hours.group_by("part_code")
+            .agg(pl.len().alias("tickets"), pl.col("hours").median().alias("median_hours"),
+                 pl.col("hours").quantile(0.9, interpolation="linear").alias("p90_hours"),
+                 pl.col("hours").mean().alias("mean_hours"))
+            .sort(["tickets", "part_code"], descending=[True, False]))
 
 
 def repair_hours(wh: Warehouse) -> pl.DataFrame:
