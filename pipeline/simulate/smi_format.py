@@ -4,7 +4,7 @@ Reads nothing, writes nothing. Values are printed the way nvidia-smi prints them
 after the number unless ``nounits`` (``557.16 W``, ``81559 MiB``, ``93 %``), 16-digit hex
 event masks, ``Yes``/``No``, ``[N/A]`` (``[Not Supported]`` on old drivers) where a GPU has no
 such sensor, bare ``N/A`` for an L40S memory temperature, and ``[GPU is lost]`` /
-``[GPU requires reset]`` in every metric of a GPU in that state.
+``[GPU requires reset]`` in every metric of a GPU in that state (``[Unknown Error]`` for its power).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-LOST, RESET = "[GPU is lost]", "[GPU requires reset]"
+LOST, RESET, UNKNOWN = "[GPU is lost]", "[GPU requires reset]", "[Unknown Error]"
 IDENTITY = ("timestamp", "name", "pci.bus_id", "serial", "uuid", "index")
 
 
@@ -92,7 +92,9 @@ def format_rows(spec, h, style, stamps: list[str], serial: np.ndarray, uuid: np.
         if q in ident:
             exprs.append(ident[q])
         else:
-            exprs.append(pl.when(c("lost")).then(pl.lit(LOST)).when(c("reset")).then(pl.lit(RESET)).otherwise(metric[q]))
+            # A GPU that needs a reset cannot read its power sensor: nvidia-smi says so differently.
+            reset = UNKNOWN if q.startswith("power.") else RESET
+            exprs.append(pl.when(c("lost")).then(pl.lit(LOST)).when(c("reset")).then(pl.lit(reset)).otherwise(metric[q]))
     if df.height == 0:
         return []
     return df.select(pl.concat_str(exprs, separator=", ").alias("line"))["line"].to_list()
