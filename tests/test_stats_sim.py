@@ -2,7 +2,7 @@
 
 The simulator (``pipeline.simulate.simulate_fleet``) knows each group's true failure rate
 (expected failures over exposure, from its Weibull hazards). Hazards are accelerated so that
-a 500-GPU, one-year fleet has counts large enough for the intervals to be tested, not just
+a 300-GPU, one-year fleet has counts large enough for the intervals to be tested, not just
 trivially wide; the ratio between batches is unchanged by the acceleration.
 """
 
@@ -44,7 +44,7 @@ def sim_engine(sim) -> DuckDBEngine:
 
 
 def run_seed(seed: int):
-    sim = simulate.simulate_fleet(500, 365, seed=seed, accel=16.0)
+    sim = simulate.simulate_fleet(300, 365, seed=seed, accel=24.0)
     cfg = Stats(window_start=sim.start.date().isoformat(),
                 window_end=(sim.end - timedelta(days=1)).date().isoformat())
     lt = st.lifetimes(sim_engine(sim), cfg)
