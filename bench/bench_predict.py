@@ -39,25 +39,44 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True, help="A `fleetfault simulate` output folder.")
     ap.add_argument("--work", type=Path, required=True, help="Folder for the warehouse, models and outputs.")
     ap.add_argument("--skip-ingest", action="store_true", help="Reuse the warehouse in --work.")
+    ap.add_argument("--toy", metavar="GPUS,DAYS,SEED", help="Fill the warehouse with pipeline.predict.toy instead "
+                    "of ingesting --data (a timing run at fleet scale when ingest is too slow to wait for).")
     ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     wh, out = a.work / "wh.duckdb", a.work / "out"
     common = ["run", "--data", str(a.data), "--warehouse", str(wh), "--out", str(out), "-q"]
     ingest_s = None
-    if not a.skip_ingest:
+    if a.toy:
+        gpus, days, seed = (int(x) for x in a.toy.split(","))
+        _toy(wh, gpus, days, seed)
+        a.data.mkdir(parents=True, exist_ok=True)
+    elif not a.skip_ingest:
         ingest_s, _, code = _run(FLEETFAULT + common + [x for s in BEFORE for x in ("--stage", s)], a.work)
         print(f"stages before predict: {ingest_s:.0f} s (exit {code})", flush=True)
     for f in (a.work / "models").glob("*"):
         f.unlink()  # train from scratch: the bench measures a full nightly retraining
     wall, peak, code = _run(FLEETFAULT + common + ["--stage", "predict"], a.work)
     metrics = json.loads((out / "metrics" / "predict.json").read_text())
+    if a.toy:
+        res_data = f"toy fleet {a.toy} (pipeline.predict.toy, not the simulator)"
     params = json.loads((a.data / "truth" / "params.json").read_text()) if (a.data / "truth" / "params.json").exists() else {}
     res = {"predict_seconds": wall, "predict_peak_rss": peak, "exit": code, "ingest_seconds": ingest_s,
-           "metrics": metrics, "data": str(a.data), "accel": params.get("accel")}
+           "metrics": metrics, "data": res_data if a.toy else str(a.data), "accel": params.get("accel")}
     print(json.dumps(res, indent=2, default=str))
     if not a.no_write:
         write_results(res, HERE / "RESULTS.md", " ".join(["nice python bench/bench_predict.py", *sys.argv[1:]]))
+
+
+def _toy(wh: Path, gpus: int, days: int, seed: int) -> None:
+    from pipeline.predict.toy import write_toy_fleet
+    from pipeline.warehouse import Warehouse
+
+    wh.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    with Warehouse(wh) as w:
+        write_toy_fleet(w, gpus=gpus, days=days, seed=seed, daily_hazard=0.0004)
+    print(f"toy fleet written in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def _g(v, fmt="{:.3f}") -> str:
@@ -78,7 +97,7 @@ def write_results(res: dict, path: Path, command: str) -> None:
         "## predict: failure prediction (nightly stage)", "",
         f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
         "`predict.threads = 1`).",
-        f"Data: `{res['data']}` (simulator, accel {res['accel']}). Test period {m['test_start']} to {m['test_end']}, "
+        f"Data: {res['data']}" + (f" (simulator, accel {res['accel']})." if res["accel"] else ".") + f" Test period {m['test_start']} to {m['test_end']}, "
         f"horizon {m['horizon_days']} days, {mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive.", "",
         f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
         f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"

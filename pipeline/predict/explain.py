@@ -42,9 +42,8 @@ def _ecc(row) -> str | None:
     parts = []
     if _v(row, "ecc_uncorr_7d") > 0:
         parts.append(f"uncorrected ECC ×{int(_v(row, 'ecc_uncorr_7d'))} in 7 days")
-    rate = _v(row, "ecc_corr_7d") / 7
-    if rate >= 1:
-        trend = _v(row, "ecc_corr_trend")
+    rate, trend = _v(row, "ecc_corr_7d") / 7, _v(row, "ecc_corr_trend")
+    if rate >= 10 or trend >= 5:  # a few corrected errors a day are normal background
         parts.append(f"corrected ECC +{rate:,.0f}/day" + (f" (up {trend:,.0f}/day on its month)" if trend >= max(1, rate / 3) else ""))
     return ", ".join(parts) or None
 

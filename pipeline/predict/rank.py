@@ -56,7 +56,12 @@ def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd
         risk = predict(frame) if len(frame) else np.array([])
         version = card["version"]
     else:
-        rules = RuleBaseline.from_dict(card["baseline"]) if card else RuleBaseline()
+        if card:
+            rules = RuleBaseline.from_dict(card["baseline"])
+        else:  # calibrate the rules on every labelled day there is
+            seen = wh.df("SELECT xid_crit_7d, xid_crit_1d, label FROM features WHERE label IS NOT NULL",
+                         step="predict: rule calibration")
+            rules = RuleBaseline().fit(seen, seen["label"].astype(bool).to_numpy())
         risk = rules.predict_proba(frame)[:, 1] if len(frame) else np.array([])
         version = "rules" if rules.calibrated_ else "rules-uncalibrated"
         if not rules.calibrated_:
