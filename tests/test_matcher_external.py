@@ -24,7 +24,7 @@ EXPECTED = {  # (Class, Desc) -> (part_code, symptom_code); None: left to review
     ("Fan", "Redundancy Lost"): ("FAN", "FAN_FAULT"),
     ("Fan", "Speed Critical (Sensor)"): ("FAN", "FAN_FAULT"),
     ("NIC", "NIC PCI link Width low"): ("NIC", "PCIE_ERROR"),
-    ("Parameter Plane Cable", "Link Down"): ("CABLE", "OTHER"),
+    ("Parameter Plane Cable", "Link Down"): ("CABLE", None),  # which link? a person decides
     ("Riser Card", "RiserCard Fault"): ("PCIE_RISER", None),
     ("RAID Card", "Bus Correctable error"): ("STORAGE", "PCIE_ERROR"),
     ("Motherboard", "Motherboard Failed"): ("MOTHERBOARD", None),
