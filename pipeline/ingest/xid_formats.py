@@ -34,17 +34,21 @@ JUNK_RS = r"^(?:[>|*#]\s?|\s)+"
 #: The time prefix, anchored at the line start; every part optional.
 PREFIX_RS = "".join([
     r"^(?:<[0-9]{1,3}>)?",                                   # dmesg -r priority
-    r"(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?",                  # dmesg -x 'kern  :err   : '
+    r"(?:(?:[0-9A-Za-z][\w.\-]*:\s)?(?:kern|user|daemon|syslog|auth|authpriv|local[0-7])\s*:\s*"
+    r"(?:emerg|alert|crit|err|warn|warning|notice|info|debug)\s*:\s)?",   # dmesg -x 'kern  :err   : ', 'host: kern: warning: '
     r"(?:",
     rf"\[\s*(?P<up>{_UP})\]",                                # [ 1234.567890]
     r"|\[(?:[A-Z][a-z]{2}\s)?(?P<ct_mon>[A-Z][a-z]{2})\s+(?P<ct_day>[0-9]{1,2})\s"
     r"(?P<ct_time>[0-9]{2}:[0-9]{2}:[0-9]{2})\s(?P<ct_year>[0-9]{4})\]",   # [Tue Mar  5 10:11:12 2024]
     rf"|\[\s*\+(?P<delta>{_UP})\]",                          # dmesg -H [  +0.000123]
     r"|\[(?P<hm_mon>[A-Z][a-z]{2})\s?(?P<hm_day>[0-9]{1,2})\s(?P<hm_time>[0-9]{2}:[0-9]{2})\]",  # [Mar 5 10:11]
-    r"|(?P<iso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)",
+    r"|\[?(?:[A-Z][a-z]{2} )?(?P<iso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)\]?:?"                  # RFC 3339, '[...Z]:', short-full's weekday
+    r"(?: (?P<zname>UTC|GMT|[A-Z]{1,2}[SD]T|CES?T|EES?T|WES?T|MSK|IST|JST|KST|HKT|SGT|AE[SD]T)\b)?",
     r"|(?P<bsd_mon>[A-Z][a-z]{2})\s+(?P<bsd_day>[0-9]{1,2})\s(?P<bsd_time>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)",
     r")?\s*",
-    r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]*)\s+)?kernel(?:\[[0-9]+\])?:\s*)?",  # syslog 'host kernel:'
+    r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]*)\s+)?"
+    r"(?:kernel(?:\[[0-9]+\])?|(?P<tag>[A-Za-z_][\w.\-/@]*)\[[0-9]+\]):\s*)?",  # 'host kernel:' or a program's 'gpud[12]:'
     rf"(?:\[\s*(?P<up2>{_UP})\]\s*)?",                      # kernel uptime inside syslog
 ])
 

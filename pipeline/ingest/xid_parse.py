@@ -70,6 +70,8 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         p=pl.col("line").str.extract_groups(fmt.PREFIX_RS),
         text=pl.col("line").str.replace(fmt.PREFIX_RS, ""),
     )
+    # A program's syslog line ("gpud[12]: saw NVRM: Xid ...") quotes the kernel; it is no event.
+    df = df.with_columns(text=pl.when(pl.col("p").struct.field("tag").is_null()).then("text").otherwise(pl.lit("")))
     df = df.with_columns(
         e=pl.col("text").str.extract_groups(fmt.EVENT_RS),
         like=pl.col("text").str.contains(fmt.EVENT_LIKE_RS),
@@ -143,6 +145,8 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.D
                           pl.lit("-"), p.field("ct_day"), pl.lit(" "), p.field("ct_time"))
     iso = (p.field("iso").str.replace(",", ".", literal=True).str.replace(" ", "T", literal=True)
            .str.replace(r"Z$", "+00:00").str.replace(r"([+-][0-9]{2})([0-9]{2})$", "$1:$2"))
+    iso = pl.when(p.field("zname").is_in(["UTC", "GMT"]) & ~iso.str.contains(r"[+-][0-9]{2}:[0-9]{2}$")).then(
+        iso + "+00:00").otherwise(iso)
     has_zone = iso.str.contains(r"[+-][0-9]{2}:[0-9]{2}$")
     local_txt = pl.coalesce(
         ctime, pl.when(~has_zone).then(iso.str.replace("T", " ", literal=True)),

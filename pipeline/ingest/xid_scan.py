@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.ingest import xid_journal as journal
+
 
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
 _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\[\s*\d+\.\d+\]", re.MULTILINE)
@@ -80,6 +82,7 @@ def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
 
 
 _BEFORE, _AFTER = 1024, 2048
+_STRUCTURED = re.compile(rb'^\{"|^\s+MESSAGE=', re.MULTILINE)
 
 
 def _near(buf: bytes, lo: int, hi: int, out: set[int]) -> None:
@@ -121,14 +124,16 @@ def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     the number of lines in the file."""
     known = _xid_lines(buf)
     extra: set[int] = set()
+    # journald's json and verbose entries are ~20 times longer than a plain line
+    scale = 20 if _STRUCTURED.search(buf, 0, 65536) else 1
     for s in known:
         # The driver prints "GPU at PCI ..." and the board serial just before an Xid, and
         # the multi-line "fallen off the bus" message just after an Xid 79.
-        _near(buf, max(0, s - _BEFORE), s, extra)
+        _near(buf, max(0, s - _BEFORE * scale), s, extra)
         e = buf.find(b"\n", s)
         e = len(buf) if e == -1 else e
         if buf.find(b"): 79", s, e) != -1:
-            _near(buf, e, min(len(buf), e + _AFTER), extra)
+            _near(buf, e, min(len(buf), e + _AFTER * scale), extra)
     # The fallen-off message also comes alone (older drivers print no Xid 79 with it).
     _each_line(buf, b"NVRM: The NVIDIA GPU ", extra, follow=3)
     if is_uptime(buf):
@@ -136,9 +141,24 @@ def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     starts = sorted(extra.union(known))
     numbers, n_lines = _line_numbers(buf, starts)
     out = []
+    xid_starts = set(known)
+    tail_end = -1
     for s, no in zip(starts, numbers):
+        if s <= tail_end:  # the wrapped tail of the Xid line before
+            continue
         e = buf.find(b"\n", s)
-        out.append((no, buf[s:] if e == -1 else buf[s:e]))
+        e = len(buf) if e == -1 else e
+        line = buf[s:e]
+        first = line[:1]
+        if first == b"{":
+            line = journal.from_json(line)
+        elif first in (b" ", b"\t") and line.lstrip().startswith(b"MESSAGE="):
+            line = journal.from_verbose(buf, s) or line
+        elif s in xid_starts:
+            joined = journal.wrapped_tail(buf, line, e)
+            if joined is not None:
+                line, tail_end = joined
+        out.append((no, line))
     return out, n_lines
 
 
