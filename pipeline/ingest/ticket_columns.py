@@ -24,36 +24,57 @@ FIELD_ALIASES: dict[str, list[str]] = {
     "ticket_id": ["ticket_id", "ticket", "ticket #", "ticket no", "ticket number", "ticketid", "ticket num",
                   "case", "case id", "case #", "case no", "case number", "incident", "incident id", "rma #",
                   "rma no", "work order", "wo", "wo #", "id", "case number", "ref", "reference", "工单号", "工单编号", "工单", "单号", "工单id",
-                  "服务单号", "报修单号", "维修单号", "案例号", "工單號", "工單編號"],
+                  "服务单号", "报修单号", "维修单号", "案例号", "工單號", "工單編號", "number", "issue key", "key",
+                  "rma", "rma number", "rma id", "ticket nr", "ticket-nr", "vorgang", "事件编号", "事件单号", "工單"],
     "opened_at": ["opened_at", "opened", "open time", "open date", "opened on", "created", "created at",
                   "create time", "created on", "creation date", "created date", "open", "opened at", "reported", "reported at", "report time",
                   "report date", "date", "datetime", "time", "start time", "开单时间", "报修时间", "创建时间",
-                  "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間"],
+                  "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間", "date submitted",
+                  "submitted", "submitted at", "submit date", "request date", "erstellt", "erstellt am", "创建日期",
+                  "申请时间", "发起时间", "建單時間"],
     "closed_at": ["closed_at", "closed", "close time", "closed on", "close date", "resolved", "resolved at",
                   "resolved on", "resolution date", "end time", "完成时间", "关闭时间", "结单时间", "解决时间",
-                  "结束时间", "關閉時間", "完成時間"],
+                  "结束时间", "關閉時間", "完成時間", "closed at", "resolved at", "处理完成时间", "結案時間"],
     "updated_at": ["updated_at", "updated", "last updated", "update time", "modified", "last modified",
                    "更新时间", "修改时间", "最后更新", "更新時間"],
     "status": ["status", "state", "ticket status", "状态", "工单状态", "狀態"],
     "host": ["host", "hostname", "host name", "server", "server name", "node", "node name", "machine", "system",
-             "主机", "主机名", "服务器", "服务器名", "节点", "机器名", "主機名", "伺服器"],
+             "主机", "主机名", "服务器", "服务器名", "节点", "机器名", "主機名", "伺服器", "configuration item", "ci",
+             "cmdb ci", "affected ci", "主机名称", "主機名稱", "设备名称", "設備名稱", "服务器名称"],
     "slot": ["slot", "gpu slot", "slot #", "slot no", "gpu index", "gpu #", "gpu id", "gpu", "gpu no", "position", "槽位",
              "卡槽", "gpu槽位", "gpu位置", "槽位号", "插槽"],
     "serial": ["serial", "sn", "s/n", "serial number", "serial no", "serial #", "gpu sn", "gpu serial",
                "board serial", "board sn", "gpu serial number", "module sn", "序列号", "sn号", "gpu序列号", "gpu sn号", "板卡序列号",
-               "序號", "序列號"],
+               "序號", "序列號", "service tag", "设备sn", "设备序列号", "設備序號", "設備序列號", "seriennummer",
+               "serial tag", "sn码", "gpu sn码"],
     "part_text": ["part", "parts", "failed part", "faulty part", "fault part", "component", "part name",
                   "failed component", "defective part", "hardware", "category", "故障部件", "部件", "故障件", "更换部件",
-                  "配件", "故障配件", "故障部位", "部件名称", "故障部件名称"],
-    "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description", "description",
+                  "配件", "故障配件", "故障部位", "部件名称", "故障部件名称", "part description", "component description",
+                  "bauteil", "komponente", "部件描述", "故障部件描述"],
+    "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description",
                      "error", "issue description", "problem description", "failure", "failure mode", "summary",
-                     "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述"],
+                     "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述", "short description",
+                     "subject", "title", "failure description", "problem summary", "fehlerbeschreibung", "fehler",
+                     "故障描述信息", "故障現象描述", "標題", "标题"],
+    # A long free text beside the short one (ServiceNow's Description beside Short description):
+    # appended to the symptom text, and the only text of an export that has nothing else.
+    "description": ["description", "details", "detail", "detailed description", "long description",
+                    "full description", "详细描述", "描述", "详情", "故障详情", "问题详情", "詳細描述", "描述信息"],
     "action_text": ["action", "actions", "resolution", "fix", "action taken", "solution", "repair action",
                     "repair", "remedy", "work done", "corrective action", "measure", "measures",
                     "resolution notes", "action notes", "处理措施", "处理方式", "解决方案", "维修措施", "处理",
-                    "措施", "处理结果", "维修方式", "處理措施", "處理方式"],
+                    "措施", "处理结果", "维修方式", "處理措施", "處理方式", "close notes", "closure notes", "resolution code",
+                    "disposition", "comments", "work notes", "maßnahme", "massnahme", "处理记录", "处理过程", "處理結果",
+                    "維修措施", "处理方法"],
+    # Columns that look like the ones above but are not: matched exactly, then dropped.
+    "_ignore": ["part number", "part no", "part #", "p n", "pn", "fru", "fru number", "assignment group", "assignee",
+                "assigned to", "requester", "reporter", "caller", "priority", "issue id", "issue type", "tags",
+                "labels", "机房", "机柜", "机架", "机位", "rack", "location", "site", "区域", "機房", "機櫃",
+                "impact", "urgency", "category id", "料号", "物料号", "型号", "model"],
 }
 TEXT_FIELDS = ("part_text", "symptom_text", "action_text")
+#: Fields that make a row a ticket header, beside the ticket id.
+_TEXT_LIKE = (*TEXT_FIELDS, "description")
 #: Below this rapidfuzz ratio a header is not taken for an alias; headers shorter than
 #: :data:`HEADER_MIN_FUZZY_LEN` must match an alias exactly (short words are too alike).
 HEADER_MIN_SCORE = 84.0
@@ -80,9 +101,16 @@ def header_zone(name: object) -> str | None:
 def canonical_header(name: object) -> str:
     """Header text for comparison: NFKC, lower case, a zone tag dropped, separators as one space."""
     s = unicodedata.normalize("NFKC", str(name or "")).strip()
+    s = _CUSTOM_FIELD.sub(r"\1", s)
     s = _ZONE_IN_HEADER.sub("", s).lower().strip()
     s = re.sub(r"[_\-./\\:()\[\]（）]+", " ", s)
     return re.sub(r"\s+", " ", s).strip()
+
+
+# Jira writes custom fields as ``Custom field (Serial Number)``.
+_CUSTOM_FIELD = re.compile(r"^custom\s*field\s*[(（]\s*(.+?)\s*[)）]$", re.I)
+# A JSON path flattened by the reader: ``device.sn``.
+_PATH = re.compile(r"(?<=\w)\.(?=[^\W\d])")
 
 
 def _split_camel(name: object) -> str:
@@ -126,19 +154,29 @@ def map_columns(headers: list[object], configured: dict[str, str] | None = None)
                 found[fieldname] = i
                 break
     pairs = []
+    # A flattened JSON path is also tried by its last name, a little below the whole path.
+    leaves = [canonical_header(_split_camel(_PATH.split(str(h))[-1])) if _PATH.search(str(h or "")) else None
+              for h in headers]
     for i, h in enumerate(canon):
         if not h or i in found.values():
             continue
         for fieldname in FIELD_ALIASES:
-            if fieldname in found:
+            if fieldname in found and fieldname != "_ignore":
                 continue
             s = _score(h, fieldname)
+            if leaves[i]:
+                s = max(s, _score(leaves[i], fieldname) - 1)
             if s >= HEADER_MIN_SCORE:
                 pairs.append((s, -i, fieldname, i))
+    ignored: set[int] = set()
     for _, _, fieldname, i in sorted(pairs, reverse=True):
-        if fieldname not in found and i not in found.values():
+        if i in ignored or i in found.values():
+            continue
+        if fieldname == "_ignore":
+            ignored.add(i)
+        elif fieldname not in found:
             found[fieldname] = i
-    if "ticket_id" not in found or not any(f in found for f in TEXT_FIELDS):
+    if "ticket_id" not in found or not any(f in found for f in _TEXT_LIKE):
         return {}
     return found
 
@@ -253,10 +291,12 @@ def _local_datetime(s: str, dayfirst: bool, fmt: str) -> datetime:
     if fmt:
         return datetime.strptime(s, fmt)
     s = unicodedata.normalize("NFKC", s).strip()
-    s = re.sub(r"(\d{4})年(\d{1,2})月(\d{1,2})日?", r"\1-\2-\3", s)
+    s = re.sub(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]?", r"\1-\2-\3", s)
+    s = _CJK_TIME.sub(lambda m: f"{m[1]}:{m[2] or '00'}:{m[3] or '00'}", s).strip()
     s = s.replace("T", " ") if re.match(r"^\d{4}-\d{2}-\d{2}T", s) else s
     iso = s.replace("/", "-").replace("Z", "+00:00")
     iso = re.sub(r"^(\d{4})-(\d{1,2})-(\d{1,2})", lambda m: f"{m[1]}-{int(m[2]):02d}-{int(m[3]):02d}", iso)
+    iso = re.sub(r"^(\d{4}-\d{2}-\d{2}[ T])(\d)(?=:)", r"\g<1>0\2", iso)  # 9:05 -> 09:05
     try:
         return datetime.fromisoformat(iso)
     except ValueError:
@@ -274,19 +314,49 @@ def _local_datetime(s: str, dayfirst: bool, fmt: str) -> datetime:
         t = _TIME_OF_DAY.fullmatch(rest)
         if not t:
             raise ValueError(f"unreadable time of day {rest!r}")
-        hour = int(t["h"])
-        if t["ampm"]:
-            if not 1 <= hour <= 12:
-                raise ValueError(f"unreadable time of day {rest!r}")
-            hour = hour % 12 + (12 if t["ampm"].lower() == "pm" else 0)
-        micro = int((t["f"] or "0")[:6].ljust(6, "0"))
-        return datetime(y, month, day, hour, int(t["m"]), int(t["s"] or 0), micro)
-    for f in ("%d %b %Y %H:%M", "%d %b %Y", "%b %d %Y %H:%M", "%b %d, %Y %H:%M", "%b %d, %Y", "%Y%m%d %H%M%S", "%Y%m%d"):
+        return _at_time(datetime(y, month, day), t, rest)
+    for f in ("%Y%m%d %H%M%S", "%Y%m%d"):
         try:
             return datetime.strptime(s, f)
         except ValueError:
             continue
-    raise ValueError(f"unreadable date/time {s!r}")
+    return _worded_datetime(s)
+
+
+#: ``14时22分``, ``14點22分30秒``.
+_CJK_TIME = re.compile(r"(\d{1,2})\s*[时時点點]\s*(?:(\d{1,2})\s*分\s*(?:(\d{1,2})\s*秒)?)?")
+#: Dates with a month name, as Jira (``05/Mar/25``), Excel (``5-Mar-2025``) and mail write them.
+_WORDED_DATES = ("%d %b %Y", "%d %B %Y", "%b %d %Y", "%B %d %Y", "%d/%b/%y", "%d/%b/%Y", "%d-%b-%Y", "%d-%b-%y",
+                 "%a %b %d %Y", "%A %B %d %Y")
+
+
+def _worded_datetime(s: str) -> datetime:
+    """``Mar 5, 2025 2:22 PM``, ``5 March 2025 14:22``, ``05/Mar/25 2:22 PM``."""
+    t = _TIME_OF_DAY.search(s)
+    day_part = (s[:t.start()] if t else s).replace(",", " ").replace(".", " ")
+    day_part = re.sub(r"\s+", " ", day_part).strip()
+    if t and s[t.end():].strip():
+        raise ValueError(f"unreadable date/time {s!r}")
+    for f in _WORDED_DATES:
+        try:
+            day = datetime.strptime(day_part, f)
+            break
+        except ValueError:
+            continue
+    else:
+        raise ValueError(f"unreadable date/time {s!r}")
+    return _at_time(day, t, s) if t else day
+
+
+def _at_time(day: datetime, t: re.Match, text: str) -> datetime:
+    """``day`` at the time of day matched by :data:`_TIME_OF_DAY` (12-hour clock with AM/PM)."""
+    hour = int(t["h"])
+    if t["ampm"]:
+        if not 1 <= hour <= 12:
+            raise ValueError(f"unreadable time of day {text!r}")
+        hour = hour % 12 + (12 if t["ampm"].lower() == "pm" else 0)
+    micro = int((t["f"] or "0")[:6].ljust(6, "0"))
+    return day.replace(hour=hour, minute=int(t["m"]), second=int(t["s"] or 0), microsecond=micro)
 
 
 def parse_when(value: object, tz: str, *, dayfirst: bool = False, fmt: str = "") -> datetime | None:
@@ -314,4 +384,6 @@ def parse_when(value: object, tz: str, *, dayfirst: bool = False, fmt: str = "")
         return None
     if re.fullmatch(r"\d{10}(\d{3})?", s):
         return parse_when(int(s), tz)
+    if re.fullmatch(r"[2-7]\d{4}(\.\d+)?", s):  # an Excel day number that a CSV export wrote as text
+        return parse_when(float(s), tz)
     return local_to_utc(_local_datetime(s, dayfirst, fmt), tz)

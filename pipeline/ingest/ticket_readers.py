@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)
 
-#: Tried in order when no BOM says otherwise and no encoding is configured.
-ENCODINGS = ("utf-8", "gb18030")
+#: Tried when no BOM says otherwise and no encoding is configured: UTF-8 when it decodes,
+#: else the legacy encoding whose text looks most like text (:func:`_plausibility`).
+ENCODINGS = ("utf-8", "gb18030", "big5", "cp1252")
 SUFFIXES = (".csv", ".txt", ".tsv", ".xlsx", ".xlsm", ".json", ".jsonl", ".ndjson")
 
 
@@ -57,14 +59,57 @@ def decode(data: bytes, encoding: str = "") -> tuple[str, str]:
         return data.decode("utf-16-be"), "utf-16-be"
     if b"\x00" in head:
         raise UnicodeDecodeError("binary", data, data.index(b"\x00"), data.index(b"\x00") + 1, "NUL byte: not a text file")
-    last: UnicodeDecodeError | None = None
-    for enc in ENCODINGS:
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as exc:
+        first = exc
+    # GBK, Big5 and Windows-1252 bytes often decode as each other: keep the most plausible text.
+    best: tuple[float, str, str] | None = None
+    for enc in ENCODINGS[1:]:
         try:
-            return data.decode(enc), enc
-        except UnicodeDecodeError as exc:
-            last = exc
-    assert last is not None
-    raise last
+            text = data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+        score = _plausibility(text)
+        if best is None or score > best[0]:
+            best = (score, text, enc)
+    if best is None or best[0] < 0.5:
+        raise first
+    return best[1], best[2]
+
+
+def _plausibility(text: str) -> float:
+    """Share of the non-ASCII characters that a ticket plausibly holds: CJK characters in
+    the common range of GB2312 (level 1) or Big5, CJK punctuation, and Latin letters with
+    accents standing beside other letters. Mojibake lands on rare characters and symbols."""
+    odd = [c for c in text[:20000] if ord(c) > 127]
+    if not odd:
+        return 1.0
+    good = 0
+    for c in odd:
+        if "\u4e00" <= c <= "\u9fff":
+            good += _common_cjk(c)
+        elif "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef":
+            good += 1
+        elif c.isalpha() and "\u00c0" <= c <= "\u024f":
+            good += 1
+        elif c in "°±²³µ·×÷€£§–—‘’“”…•":
+            good += 0.5
+    return good / len(odd)
+
+
+#: Lead bytes of the frequently used characters: GB2312 level 1, Big5 common characters.
+_COMMON_LEADS = (("gb2312", 0xB0, 0xD7), ("big5", 0xA4, 0xC6))
+
+
+def _common_cjk(c: str) -> int:
+    for enc, lo, hi in _COMMON_LEADS:
+        try:
+            if lo <= c.encode(enc)[0] <= hi:
+                return 1
+        except UnicodeEncodeError:
+            continue
+    return 0
 
 
 def read_csv(path: Path, encoding: str = "") -> FileRead:
@@ -76,25 +121,53 @@ def read_csv(path: Path, encoding: str = "") -> FileRead:
         detail = f"not decodable as {tried}: {exc}; set tickets.points.<point>.encoding if you know it"
         raw = data[:400].decode("latin-1")
         return FileRead(rejects=[Rejected(None, "undecodable", raw, detail)])
-    sample = text[:8192]
-    try:
-        dialect = csv.Sniffer().sniff(sample, delimiters=",;\t|")
-        delimiter = dialect.delimiter
-    except csv.Error:
-        delimiter = ","
     lines = text.splitlines()
     sheet = Sheet(path.name)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     start = 1
+    # Excel's "sep=;" first line names the delimiter.
+    sep = re.match(r"^\ufeff?sep=(.)\s*$", lines[0]) if lines else None
+    if sep:
+        delimiter, text, start = sep.group(1), text[text.index("\n") + 1:] if "\n" in text else "", 2
+    else:
+        delimiter = sniff_delimiter(text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    offset = start - 1
     try:
         for cells in reader:
-            end = reader.line_num
+            end = reader.line_num + offset
             sheet.rows.append((start, cells))
             sheet.raw[start] = "\n".join(lines[start - 1:end])
             start = end + 1
     except csv.Error as exc:  # e.g. a NUL inside the text, or a field past the size limit
         return FileRead([sheet], [Rejected(start, "bad_csv", "\n".join(lines[start - 1:start + 2]), str(exc))], enc)
     return FileRead([sheet], [], enc)
+
+
+def sniff_delimiter(text: str, candidates: str = ",;\t|") -> str:
+    """The delimiter that splits the first lines into the most rows of one common width.
+
+    Deterministic where ``csv.Sniffer`` guesses: a title row, a quoted newline or a comma
+    inside a semicolon-separated description does not mislead it.
+    """
+    sample = text[:16384]
+    cut = sample.rfind("\n")
+    sample = sample[:cut] if cut > 0 else sample
+    best, best_score = ",", (0, 0)
+    for d in candidates:
+        if d not in sample:
+            continue
+        try:
+            widths = [len(r) for r in csv.reader(io.StringIO(sample, newline=""), delimiter=d)][:50]
+        except csv.Error:
+            continue
+        widths = [w for w in widths if w > 1]
+        if not widths:
+            continue
+        common = max(set(widths), key=lambda w: (widths.count(w), w))
+        score = (widths.count(common), common)
+        if score > best_score:
+            best, best_score = d, score
+    return best
 
 
 def read_xlsx(path: Path) -> FileRead:
@@ -107,7 +180,11 @@ def read_xlsx(path: Path) -> FileRead:
         return FileRead(rejects=[Rejected(None, "unreadable_xlsx", str(path), f"{type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xlsx")
     try:
+        states = {s.title: getattr(s, "sheet_state", "visible") for s in book.worksheets}
         for ws in book.worksheets:
+            if states.get(ws.title) != "visible":
+                log.info("%s: hidden sheet %r skipped", path, ws.title)
+                continue
             sheet = Sheet(ws.title)
             for i, row in enumerate(ws.iter_rows(values_only=True), start=1):
                 sheet.rows.append((i, list(row)))
@@ -141,12 +218,9 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
             except json.JSONDecodeError as exc:
                 rejects.append(Rejected(n, "bad_json", line, str(exc)))
     if doc is not None:
-        if isinstance(doc, dict):
-            key = next((k for k in _RECORD_KEYS if isinstance(doc.get(k), list)), None)
-            doc = doc[key] if key else [doc]
-        if not isinstance(doc, list):
-            doc = [doc]
+        doc = _record_list(doc)
         records = [(i, r, json.dumps(r, ensure_ascii=False)) for i, r in enumerate(doc, start=1)]
+    records = [(n, flatten(r) if isinstance(r, dict) else r, raw) for n, r, raw in records]
     header: list[str] = []
     for _, rec, _ in records:
         if isinstance(rec, dict):
@@ -160,6 +234,50 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
         sheet.rows.append((n, cells))
         sheet.raw[n] = raw
     return FileRead([sheet], rejects, enc)
+
+
+def _record_list(doc: object, depth: int = 0) -> list:
+    """The list of records in an API response: the document itself, or the list under
+    ``records``/``data``/``items``..., however deep (``{"data": {"items": [...]}}``)."""
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict) and depth < 4:
+        for k in _RECORD_KEYS:
+            v = doc.get(k)
+            if isinstance(v, list) or (isinstance(v, dict) and _record_list(v, depth + 1) is not None):
+                return _record_list(v, depth + 1)
+        return [doc] if depth == 0 else None
+    return [doc] if depth == 0 else None
+
+
+#: Keys whose text is the content of a comment object (``{"author": ..., "body": ...}``).
+_COMMENT_KEYS = ("body", "text", "content", "comment", "message", "note", "value", "内容", "备注")
+
+
+def flatten(rec: dict, prefix: str = "") -> dict:
+    """Nested objects to dotted keys (``{"device": {"sn": 1}}`` -> ``device.sn``), lists of
+    comments to their texts, one a line."""
+    out: dict = {}
+    for k, v in rec.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, list):
+            out[key] = _list_text(v)
+        else:
+            out[key] = v
+    return out
+
+
+def _list_text(items: list) -> str | None:
+    parts = []
+    for item in items:
+        if isinstance(item, dict):
+            text = next((item[k] for k in _COMMENT_KEYS if isinstance(item.get(k), str)), None)
+            parts.append(text if text is not None else json.dumps(item, ensure_ascii=False))
+        elif item is not None and str(item).strip():
+            parts.append(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False))
+    return "\n".join(parts) or None
 
 
 def _json_cell(v: object) -> object:

@@ -11,6 +11,7 @@ Cell text is stored as text: ``=cmd|...`` is a string here, never a formula.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import polars as pl
@@ -92,19 +93,23 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
         start, cols = hit
         body = sheet.rows[start + 1:]
         skipped += start + 1 if sheet.header is None else 0
-        width = len(sheet.rows[start][1]) if sheet.header is None else len(sheet.header)
         header_cells = sheet.header if sheet.header is not None else sheet.rows[start][1]
+        # Empty trailing header cells (Excel's used range, "a,b,c,,,") do not widen a row.
+        width = max((i + 1 for i, c in enumerate(header_cells) if cell_text(c) is not None), default=0)
+        if free := _free_text_fields(cols):
+            log.info("%s: no %s column; coded from the description", source, "/".join(free))
         zones = {f: header_zone(header_cells[cols[f]]) or tz for f in _TIME_FIELDS if f in cols}
         dates = [cell_text(c[cols["opened_at"]]) for _, c in body if "opened_at" in cols and cols["opened_at"] < len(c)]
         dayfirst = infer_dayfirst(dates, sp.dayfirst) if not sp.date_format else sp.dayfirst
         for line_no, cells in body:
             # Blank rows, and the header repeated where dumps were pasted together.
-            if cells == header_cells or not any(c is not None and str(c).strip() for c in cells):
+            if cells == header_cells or not any(c is not None and str(c).strip() for c in cells) or _is_total(cells):
                 skipped += 1
                 continue
             read += 1
             raw = sheet.raw.get(line_no) or "\t".join("" if c is None else str(c) for c in cells)
-            rec, why = _row(cells, cols, width, sheet.header is None and bool(sheet.raw), zones, dayfirst, sp.date_format)
+            rec, why = _row(cells, cols, width, sheet.header is None and bool(sheet.raw), zones, dayfirst, sp.date_format,
+                            free)
             if why:
                 rejects.append(Rejected(line_no, why[0], raw, why[1]))
                 continue
@@ -118,8 +123,28 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
     return Loaded(tables={"tickets_raw": df}, rows_read=read, rows_loaded=len(rows), rows_skipped=skipped, rejects=rejects)
 
 
+#: First cells of the summary row Excel reports end with.
+_TOTAL = re.compile(r"^\s*(?:grand\s+)?(?:totals?|sum|summe|gesamt|count|合计|合計|总计|總計|小计|小計|共计|共計|汇总|彙總)"
+                    r"\s*[:：]?\s*(?:\d+\s*(?:条|件|個|个|tickets?)?)?\s*$", re.I)
+
+
+def _is_total(cells: list) -> bool:
+    """A totals row at the bottom of an export: a total word first, then at most numbers."""
+    filled = [cell_text(c) for c in cells if cell_text(c) is not None]
+    return bool(filled) and bool(_TOTAL.match(filled[0])) and all(
+        re.fullmatch(r"[\d.,\s%]+", t) for t in filled[1:])
+
+
+def _free_text_fields(cols: dict[str, int]) -> tuple[str, ...]:
+    """Text fields without a column of their own: the layout's free text is fed to each,
+    so an export with one description column is coded in part, symptom and action."""
+    if not any(f in cols for f in ("symptom_text", "description")):
+        return ()
+    return tuple(f for f in ("part_text", "action_text") if f not in cols)
+
+
 def _row(cells: list, cols: dict[str, int], width: int, check_width: bool, zones: dict[str, str], dayfirst: bool,
-         fmt: str) -> tuple[dict, tuple[str, str] | None]:
+         fmt: str, free: tuple[str, ...] = ()) -> tuple[dict, tuple[str, str] | None]:
     """One data row to a record, or the reason it cannot be loaded."""
     if check_width and len(cells) != width:
         extra = cells[width:]
@@ -140,6 +165,11 @@ def _row(cells: list, cols: dict[str, int], width: int, check_width: bool, zones
             rec[f] = None  # a secondary date that cannot be read does not cost the ticket
     for f in ("status", "host", *TEXT_FIELDS):
         rec[f] = cell_text(get(f))
+    # A short text and a long description (Summary + Description) are read together.
+    texts = [t for t in (rec["symptom_text"], cell_text(get("description"))) if t]
+    rec["symptom_text"] = "\n".join(dict.fromkeys(texts)) or None
+    for f in free:
+        rec[f] = rec["symptom_text"]
     if rec["host"]:
         rec["host"] = rec["host"].strip()
     rec["slot"] = clean_slot(get("slot"))

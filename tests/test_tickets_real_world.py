@@ -1,0 +1,280 @@
+"""Ticket exports the way real service desks and OEM portals write them: ServiceNow, Jira and
+Zendesk CSVs, an OEM RMA portal, a Chinese 运维平台 工单 export with everything in one
+description column, Excel's quirks (serial-number dates, merged title rows, totals rows,
+hidden sheets, trailing empty columns, line breaks in headers), European CSVs (semicolons,
+``sep=;``, Windows-1252), Big5, every common date spelling, and nested JSON.
+
+Every file is generated here; each test checks that the rows load, that bad rows are
+quarantined with file/line/reason, and that read = loaded + quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+import fake_matcher
+from pipeline.config import config_from_dict
+from pipeline.errors import UsageError
+from pipeline.ingest.ticket_columns import map_columns, parse_when
+from pipeline.ingest.tickets import load_tickets
+
+CFG = config_from_dict({"sites": {"sha": {"tz": "Asia/Shanghai"}, "fra": {"tz": "Europe/Berlin"},
+                                  "tpe": {"tz": "Asia/Taipei"}}})
+
+
+def write(path: Path, data: bytes | str, encoding: str = "utf-8") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode(encoding))
+    return path
+
+
+def load(path: Path, point: str):
+    got = load_tickets(path, 1, point, CFG)
+    assert got.rows_read == got.rows_loaded + len(got.rejects)
+    assert got.tables["tickets_raw"].height == got.rows_loaded
+    return got, got.tables["tickets_raw"].sort("line_no").to_dicts()
+
+
+def save(book: openpyxl.Workbook, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    book.save(path)
+    return path
+
+
+# -- service desk tools --------------------------------------------------------------
+
+SERVICENOW = (
+    '"Number","Opened","Short description","Description","Configuration item","Assignment group","State",'
+    '"Resolved","Close notes"\r\n'
+    '"INC0012345","2025-03-05 14:22:10","GPU 3 fell off the bus on gpu-sjc-b07","Xid 79 in dmesg, nvidia-smi shows ERR!\n'
+    'Customer reports training job died.","gpu-sjc-b07","DC Ops - SJC","Resolved","2025-03-06 09:10:00",'
+    '"Replaced GPU (RMA 55123)"\r\n'
+    '"INC0012346","2025-03-07 08:00:00","Fan failure alarm","","gpu-sjc-b08","DC Ops - SJC","In Progress","",""\r\n'
+)
+
+
+def test_servicenow_incident_export(tmp_path):
+    got, rows = load(write(tmp_path / "sjc-snow" / "incident.csv", SERVICENOW), "sjc-snow")
+    assert [r["ticket_id"] for r in rows] == ["INC0012345", "INC0012346"] and not got.rejects
+    first = rows[0]
+    assert first["host"] == "gpu-sjc-b07"
+    assert "fell off the bus" in first["symptom_text"] and "Xid 79" in first["symptom_text"]
+    assert first["action_text"] == "Replaced GPU (RMA 55123)"
+    assert first["opened_at"] == datetime(2025, 3, 5, 14, 22, 10)  # no site: UTC
+    assert first["closed_at"] == datetime(2025, 3, 6, 9, 10)
+    assert rows[1]["symptom_text"] == "Fan failure alarm" and rows[1]["closed_at"] is None
+
+
+def test_jira_export_with_custom_field_serial(tmp_path):
+    text = ("Summary,Issue key,Issue id,Issue Type,Status,Priority,Assignee,Created,Resolved,Resolution,"
+            "Custom field (Serial Number),Custom field (Hostname),Description\n"
+            "GPU HBM uncorrectable ECC,OPS-4711,10231,Incident,Done,High,jdoe,05/Mar/25 2:22 PM,06/Mar/25 9:00 AM,"
+            "Fixed,1654620012345,gpu-sjc-b07,\"DBE on GPU 2, row remap failed. RMA'd the card.\"\n"
+            "Node slow,OPS-4712,10232,Incident,Open,Low,,06/Mar/25 10:00 AM,,Unresolved,,gpu-sjc-b09,\n")
+    got, rows = load(write(tmp_path / "sjc-jira" / "jira.csv", text), "sjc-jira")
+    assert [r["ticket_id"] for r in rows] == ["OPS-4711", "OPS-4712"] and not got.rejects
+    assert rows[0]["serial"] == "1654620012345" and rows[0]["host"] == "gpu-sjc-b07"
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 14, 22) and rows[0]["closed_at"] == datetime(2025, 3, 6, 9, 0)
+    assert rows[0]["symptom_text"].startswith("GPU HBM uncorrectable ECC") and "RMA'd" in rows[0]["symptom_text"]
+
+
+def test_zendesk_export(tmp_path):
+    text = ("Id,Subject,Requester,Status,Created at,Updated at,Tags,Serial number\n"
+            "9812,Overheating GPU in rack 12,ops@example.com,solved,2025-03-05T14:22:00Z,2025-03-06T01:00:00+08:00,"
+            "gpu hot,SN 1654620012345\n")
+    got, rows = load(write(tmp_path / "zd" / "tickets.csv", text), "zd")
+    assert rows[0]["ticket_id"] == "9812" and rows[0]["serial"] == "1654620012345"
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 14, 22)
+    assert rows[0]["updated_at"] == datetime(2025, 3, 5, 17, 0)
+
+
+def test_oem_rma_portal_with_service_tag_and_part_number(tmp_path):
+    text = ("RMA #,Date Submitted,Service Tag,Part Number,Part Description,Failure Description,Disposition\n"
+            "RMA-0098123,3/5/2025,0GH7K12,699-2G520-0200-000,H100 SXM5 80GB,GPU drops off PCIe bus under load,"
+            "Advance replacement shipped\n")
+    got, rows = load(write(tmp_path / "oem-rma" / "rma.csv", text), "oem-rma")
+    r = rows[0]
+    assert r["ticket_id"] == "RMA-0098123" and r["serial"] == "0GH7K12"
+    assert r["part_text"] == "H100 SXM5 80GB"  # the description, not the part number
+    assert r["symptom_text"] == "GPU drops off PCIe bus under load"
+    assert r["action_text"] == "Advance replacement shipped"
+
+
+CN_EXPORT = [
+    ["工单编号", "创建时间", "机房", "机柜", "主机名", "槽位号", "设备SN", "故障描述", "处理结果", "状态"],
+    ["GD202503050001", "2025-03-05 14:22", "上海-宝山", "B12", "gpu-sha-a01", "3", "1654620012345",
+     "GPU掉卡，nvidia-smi看不到卡", "已更换GPU", "已关闭"],
+    ["GD202503050002", "2025年3月6日 9时05分", "上海-宝山", "B12", "gpu-sha-a02", "GPU5", "SN:1654620012346",
+     "显存ECC报错", "重启后恢复，继续观察", "已关闭"],
+]
+
+
+def test_chinese_ops_platform_export(tmp_path):
+    text = "\n".join(",".join(r) for r in CN_EXPORT) + "\n"
+    got, rows = load(write(tmp_path / "sha-ops" / "工单导出.csv", text, "gb18030"), "sha-ops")
+    assert [r["ticket_id"] for r in rows] == ["GD202503050001", "GD202503050002"] and not got.rejects
+    a, b = rows
+    assert (a["host"], a["slot"], a["serial"]) == ("gpu-sha-a01", 3, "1654620012345")
+    assert a["opened_at"] == datetime(2025, 3, 5, 6, 22)  # Shanghai, UTC+8
+    assert b["opened_at"] == datetime(2025, 3, 6, 1, 5) and b["slot"] == 5
+    assert a["action_text"] == "已更换GPU" and b["symptom_text"] == "显存ECC报错"
+
+
+def test_description_only_export_feeds_every_dimension(tmp_path):
+    text = ("工单编号,创建时间,主机名,设备SN,故障描述\n"
+            "GD-1,2025-03-05 14:22,gpu-sha-a01,1654620012345,GPU掉卡，更换显卡后恢复\n")
+    got, rows = load(write(tmp_path / "sha-ops" / "t.csv", text), "sha-ops")
+    r = rows[0]
+    assert r["part_text"] == r["symptom_text"] == r["action_text"] == "GPU掉卡，更换显卡后恢复"
+
+
+def test_description_only_export_is_coded_in_every_dimension(tmp_path, monkeypatch):
+    from pipeline.normalize import stage
+
+    fake_matcher.install(monkeypatch)
+    text = "Ticket,Created,Description\nT-1,2025-03-05,GPU fell off the bus; reseat fixed it\n"
+    _, rows = load(write(tmp_path / "p" / "t.csv", text), "p")
+    import polars as pl
+
+    coded = stage.code(stage.to_tickets(pl.DataFrame(rows)), stage.load_matcher(CFG)).row(0, named=True)
+    assert (coded["part_code"], coded["symptom_code"], coded["action_code"]) == ("GPU", "FELL_OFF_BUS", "RESEAT")
+
+
+def test_unrecognised_layout_still_names_its_columns(tmp_path):
+    f = write(tmp_path / "p" / "t.csv", "Month,Count,Owner\n2025-03,12,ops\n")
+    with pytest.raises(UsageError) as err:
+        load_tickets(f, 1, "p", CFG)
+    assert "saw ['Month', 'Count', 'Owner']" in str(err.value)
+
+
+@pytest.mark.parametrize("headers, want", [
+    (["Number", "Short description", "Configuration item", "Opened", "Resolved", "Assignment group", "Close notes"],
+     {"ticket_id": 0, "symptom_text": 1, "host": 2, "opened_at": 3, "closed_at": 4, "action_text": 6}),
+    (["Issue key", "Summary", "Created", "Resolution", "Custom field (Serial Number)"],
+     {"ticket_id": 0, "symptom_text": 1, "opened_at": 2, "action_text": 3, "serial": 4}),
+    (["RMA #", "Part Number", "Failure Description", "Service Tag"],
+     {"ticket_id": 0, "symptom_text": 2, "serial": 3}),
+    (["工单编号", "设备SN", "故障描述", "处理结果", "创建时间", "机房", "机柜", "主机名", "槽位号"],
+     {"ticket_id": 0, "serial": 1, "symptom_text": 2, "action_text": 3, "opened_at": 4, "host": 7, "slot": 8}),
+    (["工單編號", "設備序號", "故障現象", "處理結果", "建立時間", "主機名稱"],
+     {"ticket_id": 0, "serial": 1, "symptom_text": 2, "action_text": 3, "opened_at": 4, "host": 5}),
+    (["故障\n现象", "工单\n编号", " 序列号 ", "处理\r\n措施"],
+     {"symptom_text": 0, "ticket_id": 1, "serial": 2, "action_text": 3}),
+])
+def test_real_headers_are_recognised(headers, want):
+    got = map_columns(headers)
+    assert {k: v for k, v in got.items() if k in want} == want
+    assert "part_text" not in got or headers[got["part_text"]] != "Part Number"
+
+
+# -- Excel -----------------------------------------------------------------------------
+
+def test_xlsx_serial_dates_merged_title_totals_hidden_sheet_trailing_columns(tmp_path):
+    book = openpyxl.Workbook()
+    lists = book.active
+    lists.title = "lists"
+    lists.append(["工单编号", "故障现象"])  # a hidden lookup sheet that looks like a header
+    lists.append(["X-1", "should never load"])
+    lists.sheet_state = "hidden"
+    ws = book.create_sheet("工单明细")
+    ws.append(["GPU 故障工单汇总（2025年3月）"])
+    ws.merge_cells("A1:H1")
+    ws.append(["工单编号", "创建时间", "主机名", "槽位号", "设备SN", "故障\n部件", "故障\n现象", "处理\n措施", None, None])
+    ws.append([20250301, 45721.5, "gpu-sha-a01", "3", "0012345678", "GPU", "掉卡", "更换", None, None])
+    ws.append(["GD-2", datetime(2025, 3, 6, 9, 30), "gpu-sha-a02", 4, 12345679, "风扇", "风扇异响", "更换风扇"])
+    ws.append(["GD-3", "not a date", "gpu-sha-a03", 1, "1654620012345", "内存", "ECC", "更换"])
+    ws.append([])
+    ws.append(["合计", None, None, None, None, None, None, "3"])
+    f = save(book, tmp_path / "sha-ops" / "2025-03.xlsx")
+    got, rows = load(f, "sha-ops")
+    assert [r["ticket_id"] for r in rows] == ["20250301", "GD-2"]
+    assert all(r["sheet"] == "工单明细" for r in rows)
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 4, 0)  # 45721.5 = 2025-03-05 12:00 Shanghai
+    assert rows[1]["opened_at"] == datetime(2025, 3, 6, 1, 30)
+    assert (rows[0]["slot"], rows[0]["serial"], rows[1]["serial"]) == (3, "0012345678", "12345679")
+    assert (rows[0]["part_text"], rows[0]["symptom_text"], rows[0]["action_text"]) == ("GPU", "掉卡", "更换")
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(5, "bad_timestamp")]
+
+
+def test_excel_serial_date_written_as_text_in_csv():
+    assert parse_when("45721.5", "UTC") == datetime(2025, 3, 5, 12, 0)
+    assert parse_when(45721, "UTC") == datetime(2025, 3, 5)
+
+
+# -- CSV dialects and encodings ------------------------------------------------------
+
+def test_semicolon_csv_with_sep_line_and_windows_1252(tmp_path):
+    text = ("sep=;\r\n"
+            "Ticket-Nr.;Erstellt am;Hostname;Seriennummer;Bauteil;Fehlerbeschreibung;Maßnahme\r\n"
+            "FRA-1;05.03.2025 14:22;gpu-fra-01;1654620012345;GPU;Lüfter defekt, Karte überhitzt;Lüfter getauscht\r\n"
+            "FRA-2;06.03.2025 08:00;gpu-fra-02;1654620012346;Netzteil;\"Kein Strom;\r\nNetzteil ersetzt\";ersetzt\r\n"
+            "FRA-3;06.03.2025 09:00;gpu-fra-03\r\n")
+    got, rows = load(write(tmp_path / "fra-depot" / "export.csv", text, "cp1252"), "fra-depot")
+    assert [r["ticket_id"] for r in rows] == ["FRA-1", "FRA-2"]
+    assert rows[0]["symptom_text"] == "Lüfter defekt, Karte überhitzt" and rows[0]["action_text"] == "Lüfter getauscht"
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 13, 22)  # Berlin, UTC+1
+    assert rows[1]["symptom_text"] == "Kein Strom;\r\nNetzteil ersetzt"
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(6, "field_count")]
+    assert "FRA-3" in got.rejects[0].raw
+
+
+def test_tab_separated_latin1_export(tmp_path):
+    text = "Ticket #\tOpened\tServer\tSymptom\tAction\nT-1\tMar 5, 2025\tgpu-x\tGPU trop chaud, arrêt\tnettoyé\n"
+    got, rows = load(write(tmp_path / "p" / "t.tsv", text, "latin-1"), "p")
+    assert rows[0]["symptom_text"] == "GPU trop chaud, arrêt" and rows[0]["action_text"] == "nettoyé"
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5)
+
+
+def test_big5_traditional_chinese_export(tmp_path):
+    text = ("工單編號,建立時間,主機名稱,序號,故障部件,故障現象,處理措施\r\n"
+            "TPE-001,2025/03/05 14:22,gpu-tpe-01,1654620012345,顯示卡,當機，風扇異音,更換風扇\r\n")
+    got, rows = load(write(tmp_path / "tpe-sp" / "t.csv", text, "big5"), "tpe-sp")
+    r = rows[0]
+    assert (r["ticket_id"], r["part_text"], r["symptom_text"], r["action_text"]) == (
+        "TPE-001", "顯示卡", "當機，風扇異音", "更換風扇")
+    assert r["opened_at"] == datetime(2025, 3, 5, 6, 22)  # Taipei, UTC+8
+
+
+def test_mixed_date_spellings_in_one_column(tmp_path):
+    text = ("Ticket,Opened,Summary\n"
+            "A,2025-03-05 14:22,x\n"
+            "B,05/03/2025 2:22 PM,x\n"
+            "C,2025年3月5日 14时22分,x\n"
+            "D,\"Mar 5, 2025\",x\n"
+            "E,2025-03-05T14:22:00Z,x\n"
+            "F,2025-03-05T16:22:00+02:00,x\n"
+            "G,\"Mar 5, 2025 2:22 PM\",x\n"
+            "H,5 March 2025 14:22,x\n"
+            "I,20250305 142200,x\n"
+            "J,13/03/2025 10:00,x\n")
+    got, rows = load(write(tmp_path / "p" / "t.csv", text), "p")
+    when = {r["ticket_id"]: r["opened_at"] for r in rows}
+    assert not got.rejects
+    t = datetime(2025, 3, 5, 14, 22)
+    assert when == {"A": t, "B": t, "C": t, "D": datetime(2025, 3, 5), "E": t, "F": t, "G": t, "H": t, "I": t,
+                    "J": datetime(2025, 3, 13, 10)}
+
+
+# -- JSON ------------------------------------------------------------------------------
+
+def test_json_nested_objects_comment_arrays_and_data_items(tmp_path):
+    doc = {"code": 0, "msg": "ok", "data": {"total": 2, "items": [
+        {"id": "W-1", "createdAt": "2025-03-05T14:22:00+08:00",
+         "device": {"sn": "1654620012345", "hostname": "gpu-sha-a01", "slot": 3},
+         "fault": {"part": "GPU", "description": "Xid 79 掉卡"},
+         "comments": [{"author": "li", "body": "已更换GPU"}, {"author": "wang", "body": "观察24小时无异常"}]},
+        {"id": "W-2", "createdAt": "2025-03-06T09:00:00+08:00", "device": {"sn": None, "hostname": "gpu-sha-a02"},
+         "fault": {"part": "风扇", "description": "风扇异响"}, "comments": []},
+    ]}}
+    got, rows = load(write(tmp_path / "sha-api" / "t.json", json.dumps(doc, ensure_ascii=False)), "sha-api")
+    assert [r["ticket_id"] for r in rows] == ["W-1", "W-2"]
+    a = rows[0]
+    assert (a["serial"], a["host"], a["slot"], a["part_text"]) == ("1654620012345", "gpu-sha-a01", 3, "GPU")
+    assert a["symptom_text"] == "Xid 79 掉卡" and a["opened_at"] == datetime(2025, 3, 5, 6, 22)
+    assert "已更换GPU" in a["action_text"] and "观察24小时无异常" in a["action_text"]
+    assert rows[1]["serial"] is None and rows[1]["action_text"] is None
