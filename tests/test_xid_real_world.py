@@ -169,6 +169,26 @@ def test_talos_style_host_facility_level_and_bracketed_iso_time():
     assert row["ts"] == datetime(2024, 3, 5, 21, 27, 51, 291660) and row["xid"] == 119
 
 
+MORE_PREFIXES = [
+    ("kern  :warn  : [Tue Mar  5 10:11:12 2024] ", dict(ts=datetime(2024, 3, 5, 10, 11, 12))),  # dmesg -T -x
+    ("1709633472.123456 gpu-a01 kernel: ", dict(ts=datetime(2024, 3, 5, 10, 11, 12, 123456), host="gpu-a01")),  # short-unix
+    ("<4>1 2024-03-05T10:11:12.123456+00:00 gpu-a01 kernel - - - [  123.4] ",  # RFC 5424 forwarding
+     dict(ts=datetime(2024, 3, 5, 10, 11, 12, 123456), uptime_s=123.4, host="gpu-a01")),
+    ("<4>Mar  5 10:11:12 gpu-a01 kernel: ", dict(ts=datetime(2024, 3, 5, 10, 11, 12))),  # RFC 3164 with PRI
+    ("[  123.456789] [T1234] ", dict(uptime_s=123.456789)),  # CONFIG_PRINTK_CALLER
+    ("\ufeff[  123.4] ", dict(uptime_s=123.4)),  # a BOM on the first line
+    ("\x00\x00\x00\x00Mar  5 10:11:12 gpu-a01 kernel: ", dict(ts=datetime(2024, 3, 5, 10, 11, 12))),  # NULs after a crash
+]
+
+
+@pytest.mark.parametrize("prefix,expect", MORE_PREFIXES, ids=range(len(MORE_PREFIXES)))
+def test_more_prefixes_from_other_tools(prefix, expect):
+    row = one(prefix + "NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=x, Graphics Exception\n")
+    assert row["xid"] == 13 and row["message"] == "Graphics Exception"
+    for k, v in expect.items():
+        assert row[k] == (pytest.approx(v) if isinstance(v, float) else v), (k, row)
+
+
 def test_ansi_colour_codes_and_carriage_returns():
     text = ("\x1b[32m[  123.456789] \x1b[0m\x1b[33mNVRM: Xid (PCI:0000:3b:00): 45, pid=912, name=python3, "
             "Ch 00000010\x1b[0m\r\n"

@@ -27,13 +27,14 @@ MONTHS = {m: i for i, m in enumerate(
 _UP = r"[0-9]{1,10}\.[0-9]{1,9}"
 _HEX_PCI = r"(?P<dom>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?"
 
-#: Colour codes and paste junk before a line ("> " quoting, bullets, spaces).
+#: Colour codes and paste junk before a line ("> " quoting, bullets, spaces, a BOM, the NULs
+#: a crash leaves in a syslog file).
 ANSI_RS = r"\x1b\[[0-9;]*m"
-JUNK_RS = r"^(?:[>|*#]\s?|\s)+"
+JUNK_RS = r"^(?:[>|*#]\s?|\s|\x00|\x{feff})+"
 
 #: The time prefix, anchored at the line start; every part optional.
 PREFIX_RS = "".join([
-    r"^(?:<[0-9]{1,3}>)?",                                   # dmesg -r priority
+    r"^(?:<[0-9]{1,3}>(?:1 )?)?",                            # dmesg -r priority; RFC 5424 '<4>1 '
     r"(?:(?:[0-9A-Za-z][\w.\-]*:\s)?(?:kern|user|daemon|syslog|auth|authpriv|local[0-7])\s*:\s*"
     r"(?:emerg|alert|crit|err|warn|warning|notice|info|debug)\s*:\s)?",   # dmesg -x 'kern  :err   : ', 'host: kern: warning: '
     r"(?:",
@@ -45,10 +46,12 @@ PREFIX_RS = "".join([
     r"|\[?(?:[A-Z][a-z]{2} )?(?P<iso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?"
     r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)\]?:?"                  # RFC 3339, '[...Z]:', short-full's weekday
     r"(?: (?P<zname>UTC|GMT|[A-Z]{1,2}[SD]T|CES?T|EES?T|WES?T|MSK|IST|JST|KST|HKT|SGT|AE[SD]T)\b)?",
+    r"|(?P<unix>[0-9]{9,10}\.[0-9]{1,9})\s",                # journalctl -o short-unix
     r"|(?P<bsd_mon>[A-Z][a-z]{2})\s+(?P<bsd_day>[0-9]{1,2})\s(?P<bsd_time>[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?)",
     r")?\s*",
     r"(?:(?:(?P<host>[A-Za-z0-9][\w.\-]*)\s+)?"
-    r"(?:kernel(?:\[[0-9]+\])?|(?P<tag>[A-Za-z_][\w.\-/@]*)\[[0-9]+\]):\s*)?",  # 'host kernel:' or a program's 'gpud[12]:'
+    r"(?:kernel(?:\[[0-9]+\])?:|kernel (?:-|[0-9]+) \S+ (?:-|\[[^\]]*\])"  # RFC 5424 'kernel - - -'
+    r"|(?P<tag>[A-Za-z_][\w.\-/@]*)\[[0-9]+\]:)\s*)?",  # 'host kernel:' or a program's 'gpud[12]:'
     rf"(?:\[\s*(?P<up2>{_UP})\]\s*)?",                      # kernel uptime inside syslog
 ])
 

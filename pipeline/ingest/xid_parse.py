@@ -55,7 +55,7 @@ def _pci(col: pl.Expr) -> pl.Expr:
                          pl.lit("."), low.str.extract(r"\.([0-7])$", 1).fill_null("0"))
 
 
-_JUNK_FIRST = frozenset(" \t>|*#\x1b")
+_JUNK_FIRST = frozenset(" \t>|*#\x1b\x00\ufeff")
 
 
 def _extract(lines: list[str]) -> pl.DataFrame:
@@ -154,6 +154,8 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.D
     local = local_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False) + pl.duration(microseconds=(pl.col("since") * 1e6).round().cast(pl.Int64))
     aware = (pl.when(has_zone).then(iso).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_zone="UTC")
              .dt.replace_time_zone(None))
+    unix = (p.field("unix").cast(pl.Float64, strict=False) * 1e6).round().cast(pl.Int64, strict=False)
+    aware = pl.coalesce(aware, pl.from_epoch(unix, time_unit="us"))
     df = df.with_columns(local=local, aware=aware)
     return df.with_columns(wall=pl.coalesce("aware", local_to_utc_expr(pl.col("local"), tz))).drop("local", "aware")
 
