@@ -16,6 +16,8 @@ from pathlib import Path
 
 import openpyxl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fake_matcher
 from pipeline.config import config_from_dict
@@ -278,3 +280,60 @@ def test_json_nested_objects_comment_arrays_and_data_items(tmp_path):
     assert a["symptom_text"] == "Xid 79 掉卡" and a["opened_at"] == datetime(2025, 3, 5, 6, 22)
     assert "已更换GPU" in a["action_text"] and "观察24小时无异常" in a["action_text"]
     assert rows[1]["serial"] is None and rows[1]["action_text"] is None
+
+
+# -- serials ---------------------------------------------------------------------------
+
+def test_serial_that_lost_its_leading_zeros_links_to_the_inventory(tmp_path):
+    import polars as pl
+
+    from pipeline.link.tickets import SerialIndex, link_frame
+
+    book = openpyxl.Workbook()
+    book.active.append(["Ticket", "Created", "Serial", "Part", "Symptom", "Action"])
+    book.active.append(["T-1", datetime(2025, 3, 5), 12345678, "GPU", "Xid 79", "RMA"])      # a number cell
+    book.active.append(["T-2", datetime(2025, 3, 5), "'0012345678", "GPU", "Xid 79", "RMA"])  # text, kept
+    _, rows = load(save(book, tmp_path / "p" / "t.xlsx"), "p")
+    assert [r["serial"] for r in rows] == ["12345678", "0012345678"]
+    inv = pl.DataFrame({"serial": ["0012345678", "0099999999"], "host": ["h1", "h2"], "slot": [0, 0],
+                        "installed_at": [datetime(2024, 1, 1)] * 2, "removed_at": [None, None]},
+                       schema_overrides={"slot": pl.Int32, "removed_at": pl.Datetime("us")})
+    t = pl.DataFrame(rows).select("ticket_id", "serial_text", "host", "slot", "opened_at").with_columns(
+        part_code=pl.lit("GPU"), action_code=pl.lit("REPLACE"))
+    out = link_frame(t, inv)
+    assert out["serial"].to_list() == ["0012345678", "0012345678"]
+    assert out["link_method"].to_list() == ["serial_fuzzy", "serial_exact"]
+    # Two inventory serials that differ only in their zeros are not guessed between.
+    assert SerialIndex(["012345", "0012345"]).candidates("12345") == {"012345", "0012345"}
+
+
+# -- properties ------------------------------------------------------------------------
+
+LATIN = st.text(st.sampled_from(list("abcdefgh XYZ0123456789-_/().:éüößàçñÉÜ°")), min_size=1, max_size=30)
+CJK = st.text(st.sampled_from(list("显卡掉风扇内存更换重启异响报错过热观察电源主板槽位 GPU0123-")), min_size=1, max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_dialect_and_encoding_round_trips_the_text(tmp_path_factory, data):
+    """Written by Python's csv module in a delimiter and encoding a real tool uses, a ticket's
+    text loads back exactly as written."""
+    import csv
+    import io
+
+    latin = data.draw(st.booleans(), label="latin")
+    texts = data.draw(st.lists(st.tuples(LATIN if latin else CJK, LATIN if latin else CJK), min_size=1, max_size=6))
+    texts = [(p.strip() or "x", s.strip() or "y") for p, s in texts]
+    delimiter = data.draw(st.sampled_from([",", ";", "\t"]), label="delimiter")
+    encoding = data.draw(st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "cp1252" if latin else "gb18030"]),
+                         label="encoding")
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf, delimiter=delimiter, lineterminator=data.draw(st.sampled_from(["\n", "\r\n"])))
+    w.writerow(["Ticket #", "Opened", "Part", "Symptom"])
+    for i, (p, s) in enumerate(texts):
+        w.writerow([f"T-{i}", "2025-03-05 14:22", p, s])
+    f = tmp_path_factory.mktemp("dialect") / "t.csv"
+    f.write_bytes(buf.getvalue().encode(encoding))
+    got, rows = load(f, "p")
+    assert not got.rejects
+    assert [(r["part_text"], r["symptom_text"]) for r in rows] == texts

@@ -82,17 +82,22 @@ def _plausibility(text: str) -> float:
     """Share of the non-ASCII characters that a ticket plausibly holds: CJK characters in
     the common range of GB2312 (level 1) or Big5, CJK punctuation, and Latin letters with
     accents standing beside other letters. Mojibake lands on rare characters and symbols."""
-    odd = [c for c in text[:20000] if ord(c) > 127]
+    head = text[:20000]
+    odd = [i for i, c in enumerate(head) if ord(c) > 127]
     if not odd:
         return 1.0
-    good = 0
-    for c in odd:
+    good = 0.0
+    for i in odd:
+        c = head[i]
         if "\u4e00" <= c <= "\u9fff":
             good += _common_cjk(c)
         elif "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef":
             good += 1
         elif c.isalpha() and "\u00c0" <= c <= "\u024f":
-            good += 1
+            # Müller, arrêt: an accent sits beside an ASCII letter; CJK bytes read as
+            # Windows-1252 give runs of accented letters and symbols instead.
+            near = head[max(i - 1, 0):i] + head[i + 1:i + 2]
+            good += 1 if any(ch.isascii() and ch.isalpha() for ch in near) else 0.3
         elif c in "°±²³µ·×÷€£§–—‘’“”…•":
             good += 0.5
     return good / len(odd)

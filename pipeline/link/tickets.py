@@ -55,7 +55,11 @@ class SerialIndex:
         self._folded: dict[str, set[str]] = defaultdict(set)
         self._deletions: dict[str, set[str]] = defaultdict(set)
         self._numeric: dict[int, list[str]] = defaultdict(list)
+        # Digit serials with leading zeros, by the number a spreadsheet cell turns them into.
+        self._unpadded: dict[str, set[str]] = defaultdict(set)
         for s in self.serials:
+            if s.isdigit() and s.startswith("0"):
+                self._unpadded[s.lstrip("0")].add(s)
             f = _fold(s)
             self._folded[f].add(s)
             if max_edits >= 1:
@@ -72,6 +76,8 @@ class SerialIndex:
         """Inventory serials this one may be: itself, else those within the allowed edits."""
         if serial in self.serials:
             return {serial}
+        if serial.isdigit() and serial in self._unpadded:  # 0012345678 read as the number 12345678
+            return set(self._unpadded[serial])
         if rs := rounded_serial(serial):
             value, sig, ndigits = rs
             return {s for s in self._numeric.get(ndigits, ()) if _round(int(s), sig) == value}
