@@ -66,4 +66,7 @@ def test_notebook_executes(path, sample_warehouse, monkeypatch):
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                    for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert str(wh) in text  # it read the warehouse we built, not a stray one
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {}) or "data:image/png" in str(o.get("data", {}).get("text/html", ""))]
+    assert images, "no chart was drawn (the sample has telemetry, Xids and tickets)"
     assert os.environ["FLEETFAULT_WAREHOUSE"] == str(wh)

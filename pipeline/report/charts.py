@@ -1,5 +1,8 @@
 """The report's charts: matplotlib figures rendered to base64 PNG data URIs.
 
+Figures are built with :class:`matplotlib.figure.Figure`, never pyplot, so drawing a chart
+neither needs a display nor changes the backend of a notebook that imports this module.
+
 Embedding PNGs keeps the report one self-contained file that opens offline and prints the
 same way everywhere. Every chart has labelled axes with units and a muted, consistent palette.
 Each function takes a polars frame and returns a ``data:image/png;base64,...`` string.
@@ -12,15 +15,12 @@ import functools
 import io
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: the report is written by a batch job
-
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
+import matplotlib as mpl
+import polars as pl
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 ACCENT = "#2563eb"
 WARN = "#dc2626"
@@ -52,7 +52,6 @@ _STYLE = {
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -61,14 +60,15 @@ def _styled(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        with plt.rc_context(_STYLE):
+        with mpl.rc_context(_STYLE):
             return func(*args, **kwargs)
 
     return wrapper
 
 
 def _fig(width: float = 7.0, height: float = 3.2):
-    return plt.subplots(figsize=(width, height))
+    fig = Figure(figsize=(width, height))  # not pyplot: no backend, no global state to leak
+    return fig, fig.subplots()
 
 
 def _short(text, n: int = 28) -> str:
@@ -168,7 +168,8 @@ def xid_chart(df: pl.DataFrame) -> str:
     models = sorted({str(m) for m in df["model"]})
     cols = min(len(models), 3)
     rows = math.ceil(len(models) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.2 * rows + 0.4), squeeze=False)
+    fig = Figure(figsize=(3.3 * cols, 2.2 * rows + 0.4))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
