@@ -1,8 +1,7 @@
 """The report stage: the procurement report (HTML + XLSX), the predicted-failure exports and
-the Prometheus textfile. ``stage.run`` is the nightly stage, ``commands`` the CLI."""
+the Prometheus textfile.
 
-from pipeline.report.build import Report, build_report
-from pipeline.report.prometheus import write_textfile
-from pipeline.report.stage import write_outputs
-
-__all__ = ["Report", "build_report", "write_outputs", "write_textfile"]
+:func:`pipeline.report.build.build_report` draws the report, :mod:`pipeline.report.stage` is
+the nightly stage, :mod:`pipeline.report.commands` the CLI. Nothing is imported here, so that
+``fleetfault --help`` does not pay for matplotlib.
+"""
