@@ -337,3 +337,31 @@ def test_any_dialect_and_encoding_round_trips_the_text(tmp_path_factory, data):
     got, rows = load(f, "p")
     assert not got.rejects
     assert [(r["part_text"], r["symptom_text"]) for r in rows] == texts
+
+
+# -- end to end, with the real matcher -------------------------------------------------
+
+def test_description_only_workbook_is_coded_by_the_real_matcher(cli, tmp_path):
+    """A 运维平台 workbook whose only text is 故障描述: each ticket gets part, symptom and
+    action from that one text, and `fleetfault normalize` writes them."""
+    import polars as pl
+
+    book = openpyxl.Workbook()
+    ws = book.active
+    ws.title = "工单列表"
+    ws.append(["运维平台工单导出  导出时间：2025-04-01 09:00"])
+    ws.merge_cells("A1:F1")
+    ws.append(["工单编号", "创建时间", "机房", "主机名", "设备SN", "故障描述"])
+    ws.append(["GD-1", 45721.5, "宝山", "gpu-sha-a01", 1654620012345, "GPU掉卡，更换显卡后恢复"])
+    ws.append(["GD-2", datetime(2025, 3, 6, 9, 30), "宝山", "gpu-sha-a02", "SN:1654620012346",
+               "风扇异响，已清灰，继续观察"])
+    ws.append(["GD-3", "2025/03/07 10:00", "宝山", "gpu-sha-a03", None, "GPU 3 fell off the bus, Xid 79"])
+    ws.append(["合计", None, None, None, None, "3 条"])
+    f = save(book, tmp_path / "sha-ops" / "工单.xlsx")
+    out = tmp_path / "coded.csv"
+    assert cli("normalize", f, "-o", out) == 0
+    got = pl.read_csv(out, infer_schema=False).sort("ticket_id")
+    codes = [(r["part_code"], r["symptom_code"], r["action_code"]) for r in got.iter_rows(named=True)]
+    assert codes == [("GPU", "FELL_OFF_BUS", "REPLACE"), ("FAN", "FAN_FAULT", "CLEAN"), ("GPU", "FELL_OFF_BUS", None)]
+    assert got["review"].to_list() == ["false", "false", "true"]
+    assert got["part_text"][0] == got["symptom_text"][0] == got["action_text"][0] == "GPU掉卡，更换显卡后恢复"

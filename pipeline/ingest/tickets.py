@@ -123,16 +123,17 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
     return Loaded(tables={"tickets_raw": df}, rows_read=read, rows_loaded=len(rows), rows_skipped=skipped, rejects=rejects)
 
 
-#: First cells of the summary row Excel reports end with.
+#: Cells of the summary row Excel reports end with: a total word first, then counts.
+_COUNT = r"\s*[\d.,%]*\s*(?:条|件|個|个|张|張|单|單|tickets?|rows?|items?)?\s*"
 _TOTAL = re.compile(r"^\s*(?:grand\s+)?(?:totals?|sum|summe|gesamt|count|合计|合計|总计|總計|小计|小計|共计|共計|汇总|彙總)"
-                    r"\s*[:：]?\s*(?:\d+\s*(?:条|件|個|个|tickets?)?)?\s*$", re.I)
+                    r"\s*[:：]?" + _COUNT + "$", re.I)
 
 
 def _is_total(cells: list) -> bool:
-    """A totals row at the bottom of an export: a total word first, then at most numbers."""
+    """A totals row at the bottom of an export: ``合计 | | | 3 条``, ``Total: 42``."""
     filled = [cell_text(c) for c in cells if cell_text(c) is not None]
     return bool(filled) and bool(_TOTAL.match(filled[0])) and all(
-        re.fullmatch(r"[\d.,\s%]+", t) for t in filled[1:])
+        re.fullmatch(_COUNT, t, re.I) for t in filled[1:])
 
 
 def _free_text_fields(cols: dict[str, int]) -> tuple[str, ...]:

@@ -49,15 +49,39 @@ def canonical_key(text: str) -> str:
 
 
 def code(frame: pl.DataFrame, matcher) -> pl.DataFrame:
-    """Add the code, score and review columns to a frame with part/symptom/action text."""
+    """Add the code, score and review columns to a frame with part/symptom/action text.
+
+    A ticket whose part or action text is its symptom text (an export with one description
+    column, fed to every dimension at ingest) is coded twice: as written, and with those
+    copies left empty so the matcher may reason from the symptom (掉卡 implies the GPU).
+    Per dimension the confident code of the first wins, else that of the second.
+    """
     texts = frame.select("part_text", "symptom_text", "action_text")
     coded = to_polars(matcher.code_frame(texts))
+    shared = [pl.col(f"{d}_text") == pl.col("symptom_text") for d in ("part", "action")]
+    copies = texts.with_row_index("_i").filter(pl.any_horizontal(shared).fill_null(False))
+    if copies.height:
+        alone = copies.with_columns([pl.when(c).then(None).otherwise(pl.col(f"{d}_text")).alias(f"{d}_text")
+                                     for c, d in zip(shared, ("part", "action"))])
+        coded = _prefer_confident(coded, to_polars(matcher.code_frame(alone.drop("_i"))), alone["_i"])
     out = frame.drop([c for c in CODE_COLUMNS if c in frame.columns])
     cols = [pl.Series(c, coded[c]) for c in CODE_COLUMNS]
     out = out.with_columns(cols)
     return out.with_columns(
         [pl.col(f"{d}_score").cast(pl.Float64) for d in DIMENSIONS] + [pl.col("review").fill_null(True).cast(pl.Boolean)]
     )
+
+
+def _prefer_confident(coded: pl.DataFrame, again: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
+    """``coded`` with, at ``rows``, each dimension that has no code taken from ``again``."""
+    names = [c for c in CODE_COLUMNS if c != "review"]
+    other = again.select(names).rename({c: f"_{c}" for c in names}).with_columns(rows.alias("_i"))
+    both = coded.with_row_index("_i").join(other, on="_i", how="left", maintain_order="left")
+    take = {d: pl.col(f"{d}_code").is_null() & pl.col(f"_{d}_code").is_not_null() for d in DIMENSIONS}
+    both = both.with_columns([pl.when(take[d]).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c)
+                              for d in DIMENSIONS for c in (f"{d}_code", f"{d}_score")])
+    review = pl.any_horizontal([pl.col(f"{d}_code").is_null() for d in DIMENSIONS])
+    return both.with_columns(review.alias("review")).select(coded.columns)
 
 
 def latest(raw: pl.DataFrame) -> pl.DataFrame:
