@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.config import Config, Predict, config_from_dict
 from pipeline.predict import evaluate, explain, model
@@ -222,3 +224,27 @@ def test_split_is_in_time_order_with_gaps():
     assert (s.calibrate[0] - s.train[1]).days == 8 and (s.test[0] - s.calibrate[1]).days == 8
     assert (s.train[1] - s.train[0]).days == 179
     assert model.choose_split(date(2025, 1, 1), date(2025, 1, 30), 180, 30, 30, 7) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(span=st.integers(1, 1500), train=st.integers(1, 400), cal=st.integers(1, 90), test=st.integers(1, 90),
+       horizon=st.integers(1, 30))
+def test_split_never_overlaps_or_leaves_the_data(span, train, cal, test, horizon):
+    first = date(2024, 1, 1)
+    last = first + timedelta(days=span - 1)
+    s = model.choose_split(first, last, train, cal, test, horizon)
+    if s is None:
+        return
+    assert first <= s.train[0] <= s.train[1] and s.test[1] == last
+    assert (s.calibrate[0] - s.train[1]).days > horizon and (s.test[0] - s.calibrate[1]).days > horizon
+    assert s.calibrate[0] <= s.calibrate[1] < s.test[0] <= s.test[1]
+    assert min((b - a).days + 1 for a, b in (s.train, s.calibrate, s.test)) >= 7
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=300))
+def test_calibration_error_is_a_share(pairs):
+    p = np.array([a for a, _ in pairs])
+    y = np.array([int(b) for _, b in pairs])
+    assert 0 <= evaluate.expected_calibration_error(y, p) <= 1
+    assert 0 <= evaluate.recall_at_precision(y, p, 0.9) <= 1
