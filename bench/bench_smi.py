@@ -14,6 +14,7 @@ peak RSS is that method's own):
 Writes its section of ``bench/RESULTS.md``. Usage::
 
     nice python bench/bench_smi.py --size-gb 1.0 --repeat 3
+    nice python bench/bench_smi.py --methods duckdb_bare,fleetfault --interleave --no-write
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def main() -> None:
     ap.add_argument("--methods", default="floor,duckdb_bare,pandas,fleetfault")
     ap.add_argument("--one", nargs=2, metavar=("METHOD", "FILE"), help=argparse.SUPPRESS)
     ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
+    ap.add_argument("--interleave", action="store_true", help="Run the methods round-robin instead of one after another.")
     args = ap.parse_args()
     if args.one:
         sys.path.insert(0, str(HERE.parent))
@@ -215,7 +217,17 @@ def main() -> None:
     path = generate(DATA / f"smi_{args.size_gb:g}gb.csv", args.size_gb)
     size = path.stat().st_size
     print(f"input {path} ({size / 2**30:.2f} GiB)", flush=True)
-    res = {m: measure(m, path, args.repeat) for m in args.methods.split(",")}
+    methods = args.methods.split(",")
+    if args.interleave:  # round-robin, so that a change in the machine's load hits every method alike
+        per = {m: [] for m in methods}
+        for _ in range(args.repeat):
+            for m in methods:
+                per[m].append(measure(m, path, 1))
+        res = {m: {**runs[-1], "seconds": statistics.median(r["seconds"] for r in runs),
+                   "runs": [r["runs"][0] for r in runs], "peak_rss": max(r["peak_rss"] for r in runs)}
+               for m, runs in per.items()}
+    else:
+        res = {m: measure(m, path, args.repeat) for m in methods}
     if not args.no_write and set(res) == set(METHODS):
         cmd = "nice python bench/bench_smi.py " + " ".join(sys.argv[1:])
         write_results(res, HERE / "RESULTS.md", size, cmd.strip())
