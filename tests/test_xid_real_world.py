@@ -289,6 +289,20 @@ def test_gpu_at_and_board_serial_lines_build_the_map():
     assert fp.events["xid"].to_list() == [79]
 
 
+def test_gpu_map_lines_far_from_any_xid_and_in_journal_json():
+    noise = "".join(f"[  {900 + i}.000000] mlx5_core 0000:0c:00.0: mlx5_fw_tracer_handle_traces:{i}: FW tracer event\n"
+                    for i in range(200))
+    text = ("[  812.100000] NVRM: GPU at PCI:0000:3b:00: GPU-6a1d7e3c-91b1-2f6e-7c1e-0e6a9b0c1d2e\n"
+            "[  812.100001] NVRM: GPU Board Serial Number: 1652221012345\n" + noise + f"[ 1500.000000] {XID79}\n")
+    fp = parse(text)
+    assert fp.gpu_map["serial"].to_list() == ["1652221012345"] and fp.events["line_no"].to_list() == [203]
+    text = "\n".join([_journal_entry("NVRM: GPU at PCI:0000:3b:00: GPU-6a1d7e3c-91b1-2f6e-7c1e-0e6a9b0c1d2e"),
+                      _journal_entry("NVRM: GPU Board Serial Number: 1652221012345"),
+                      _journal_entry(XID79)]) + "\n"
+    fp = parse(text)
+    assert fp.gpu_map.select("host", "serial").rows() == [("gpu-a01", "1652221012345")]
+
+
 def test_dmesg_fallen_off_message_with_indented_continuations():
     text = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
             "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"

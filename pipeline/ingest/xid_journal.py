@@ -112,6 +112,8 @@ def wrapped_tail(buf: bytes, line: bytes, end: int) -> tuple[bytes, int] | None:
 
     Returns (joined line, end of the tail) or None.
     """
+    if buf[end + 1:end + 4] == line[:3] and line[:1] not in (b" ", b"\t"):
+        return None  # the next line opens as this one does: a record of its own (the usual case)
     if end >= len(buf) or line.lstrip(b" \t>").startswith((b"NVRM", b"nvidia-nvswitch")):
         return None  # a log without time prefixes: every line looks like a tail
     nxt_end = buf.find(b"\n", end + 1)
