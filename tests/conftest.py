@@ -45,3 +45,21 @@ def cli(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     return _run
+
+
+@pytest.fixture(scope="session")
+def sample_warehouse(tmp_path_factory):
+    """The nightly job on the bundled sample, once per test worker: (warehouse, out folder).
+
+    Tests that use it carry ``pytest.mark.xdist_group("sample")`` so that ``--dist loadgroup``
+    keeps them on one worker and the sample is run once.
+    """
+    from pipeline.config import load_config
+    from pipeline.run import run_pipeline
+
+    tmp = tmp_path_factory.mktemp("sample")
+    wh, out = tmp / "fleetfault.duckdb", tmp / "out"
+    cfg = load_config(ROOT / "fleetfault.toml")
+    _, code = run_pipeline(cfg, ROOT / "data" / "sample", wh, out)
+    assert code in (0, 1), f"the run exited {code}"
+    return wh, out
