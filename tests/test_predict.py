@@ -185,6 +185,12 @@ def test_nightly_stage_and_cli(trained, cli, tmp_path, capsys):
     assert ctx.report("predict").rows_out > 0
     assert (tmp_path / "out" / "predictions.csv").exists()
     assert (tmp_path / "out" / "metrics" / "predict.json").exists()
+    # The night run again into a fresh folder: not retrained, the metrics still written.
+    with Warehouse(copy) as wh:
+        ctx = RunContext(cfg, wh, tmp_path, tmp_path / "out2")
+        stage_run(ctx)
+    assert any("not retrained" in n for n in ctx.report("predict").notes)
+    assert '"model": {' in (tmp_path / "out2" / "metrics" / "predict.json").read_text()
 
     out = tmp_path / "list.csv"
     assert cli("predict", "-o", out, "--warehouse", copy) == 0

@@ -40,8 +40,7 @@ def run(ctx) -> None:
         result = train(wh, cfg, mdir, ctx.out_dir, run_id=wh.run_id)
         for note in result.notes:
             ctx.note("predict", note)
-    if not (ctx.out_dir / "metrics" / "predict.json").exists():
-        write_placeholder(ctx.out_dir, rep.notes)
+    write_placeholder(ctx.out_dir, rep.notes)
     as_of = data_range(wh)[1]
     table, version, notes = rank_gpus(wh, cfg, mdir, as_of)
     for note in notes:

@@ -85,6 +85,8 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     current = model.current_version(models_dir)
     if current and not force and _covers(models_dir, current, split):
         res.notes.append(f"current model {current} already covers the labelled data to {split.test[1]}: not retrained")
+        if out_dir is not None and not (out_dir / "metrics" / "predict.json").exists():
+            _write_metrics(out_dir, json.loads((models_dir / f"{current}.json").read_text(encoding="utf-8")))
         return res
     frame = labelled_frame(wh, split.train[0], split.test[1])
     days = pd.to_datetime(frame["day"]).dt.date
@@ -174,6 +176,18 @@ def _f(v: float | None) -> str:
 
 def write_evaluation(out_dir: Path, card: dict, test: pd.DataFrame, risk: np.ndarray, base_risk: np.ndarray) -> None:
     """DVC metrics (``metrics/predict.json``) and plots (PR and calibration curves as CSV)."""
+    _write_metrics(out_dir, card)
+    y = test["label"].astype(bool).to_numpy().astype(int)
+    pr = pd.concat([evaluate.pr_curve(y, risk).assign(scorer="model"),
+                    evaluate.pr_curve(y, base_risk).assign(scorer="baseline")])
+    pr.to_csv(out_dir / "plots" / "predict_pr.csv", index=False)
+    cal = pd.concat([evaluate.calibration_table(y, risk).assign(scorer="model"),
+                     evaluate.calibration_table(y, base_risk).assign(scorer="baseline")])
+    cal.to_csv(out_dir / "plots" / "predict_calibration.csv", index=False)
+
+
+def _write_metrics(out_dir: Path, card: dict) -> None:
+    """``metrics/predict.json`` from a model card (the plots folder is created too)."""
     m = card["metrics"]
     flat = {"version": card["version"], "promoted": card["promoted"], "test_start": card["split"]["test"][0],
             "test_end": card["split"]["test"][1], "horizon_days": card["horizon_days"],
@@ -184,20 +198,17 @@ def write_evaluation(out_dir: Path, card: dict, test: pd.DataFrame, risk: np.nda
     (out_dir / "metrics").mkdir(parents=True, exist_ok=True)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics" / "predict.json").write_text(json.dumps(flat, indent=2) + "\n", encoding="utf-8")
-    y = test["label"].astype(bool).to_numpy().astype(int)
-    pr = pd.concat([evaluate.pr_curve(y, risk).assign(scorer="model"),
-                    evaluate.pr_curve(y, base_risk).assign(scorer="baseline")])
-    pr.to_csv(out_dir / "plots" / "predict_pr.csv", index=False)
-    cal = pd.concat([evaluate.calibration_table(y, risk).assign(scorer="model"),
-                     evaluate.calibration_table(y, base_risk).assign(scorer="baseline")])
-    cal.to_csv(out_dir / "plots" / "predict_calibration.csv", index=False)
 
 
 def write_placeholder(out_dir: Path, notes: list[str]) -> None:
-    """Metrics and plot files saying no model was evaluated (DVC expects them every night)."""
-    (out_dir / "metrics").mkdir(parents=True, exist_ok=True)
-    (out_dir / "plots").mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics" / "predict.json").write_text(
-        json.dumps({"version": "rules", "model": None, "baseline": None, "notes": notes}, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "plots" / "predict_pr.csv").write_text("recall,precision,threshold,scorer\n", encoding="utf-8")
-    (out_dir / "plots" / "predict_calibration.csv").write_text("mean_risk,observed_rate,count,scorer\n", encoding="utf-8")
+    """Any missing metrics or plot file, saying no model was evaluated (DVC expects them every night)."""
+    files = {
+        out_dir / "metrics" / "predict.json":
+            json.dumps({"version": "rules", "model": None, "baseline": None, "notes": notes}, indent=2) + "\n",
+        out_dir / "plots" / "predict_pr.csv": "recall,precision,threshold,scorer\n",
+        out_dir / "plots" / "predict_calibration.csv": "mean_risk,observed_rate,count,scorer\n",
+    }
+    for path, text in files.items():
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
