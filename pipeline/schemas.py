@@ -25,6 +25,9 @@ import yaml
 
 from pipeline.errors import SchemaError
 
+# libyaml's loader when present: the pure-Python one takes a second for these files.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 _TYPES = {
     "VARCHAR", "BIGINT", "INTEGER", "SMALLINT", "DOUBLE", "FLOAT", "BOOLEAN", "DATE",
     "TIMESTAMP", "TIMESTAMPTZ", "JSON", "BLOB", "VARCHAR[]", "DOUBLE[]", "BIGINT[]",
@@ -84,7 +87,7 @@ class TableSchema:
 
 
 def _parse(path: Path) -> TableSchema:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     problems = []
     name = raw.get("table")
     if name != path.stem:
