@@ -246,7 +246,9 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
                     & (pl.col("line_no") - pl.col("line_no").shift(1) <= 4)).fill_null(False)
     ev = ev.filter(~same_as_prev).with_columns(shape=pl.lit("line"))
     fell_rows = []
-    starts = df.filter(pl.col("fell").struct.field("dom").is_not_null() | pl.col("fell_end"))
+    is_start = pl.col("fell").struct.field("dom").is_not_null()
+    # an Xid 79 line says "fallen off the bus" too: look at those only when a message starts somewhere
+    starts = df.filter(is_start | pl.col("fell_end")) if df.select(is_start.any()).item() else df.clear()
     pending = None
     for r in starts.iter_rows(named=True):
         if r["fell"]["dom"] is not None:

@@ -48,11 +48,11 @@ def read_bytes(path: Path) -> bytes:
 def _xid_lines(buf: bytes) -> list[int]:
     """Start offsets of the lines holding ``Xid`` (or ``SXid``): ``memchr`` for the rare
     byte ``X``, then a check of the word."""
-    find, rfind = buf.find, buf.rfind
+    find, rfind, starts = buf.find, buf.rfind, buf.startswith
     out: list[int] = []
     i = find(b"X")
     while i != -1:
-        if buf[i + 1:i + 3] == b"id":
+        if starts(b"Xid", i):
             out.append(rfind(b"\n", 0, i) + 1)
             e = find(b"\n", i)
             if e == -1:
@@ -81,28 +81,21 @@ def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
     return out, total
 
 
-#: After ``NVRM``, the words of the driver's lines that build the GPU map or tell of a GPU
-#: that fell off the bus (each line of the multi-line message carries ``NVRM:``).
-_DRIVER_WORDS = (b"GPU at ", b"Board Serial", b"The NVIDIA GPU", b"fallen off")
+#: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus
+#: begin (each line of the multi-line fallen-off message carries ``NVRM:``).
+_DRIVER_HEADS = (b"NVRM: GPU at ", b"NVRM: GPU Board Serial", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off")
 
 
 def _driver_lines(buf: bytes) -> list[int]:
     """Start offsets of the driver's map and fallen-off lines: ``memchr`` for the rare byte
-    ``V``, a check for ``NVRM`` around it, then for one of :data:`_DRIVER_WORDS` in the line."""
-    find, rfind = buf.find, buf.rfind
-    n = len(buf)
+    ``V``, then a check (no copy) for one of :data:`_DRIVER_HEADS` around it."""
+    find, starts = buf.find, buf.startswith
     out: list[int] = []
     i = find(b"V", 1)
     while i != -1:
-        if buf[i - 1:i + 3] == b"NVRM":
-            e = find(b"\n", i)
-            e = n if e == -1 else e
-            line = buf[i + 3:e]
-            if any(w in line for w in _DRIVER_WORDS):
-                out.append(rfind(b"\n", 0, i) + 1)
-            i = find(b"V", e)
-        else:
-            i = find(b"V", i + 1)
+        if starts(_DRIVER_HEADS, i - 1):
+            out.append(buf.rfind(b"\n", 0, i) + 1)
+        i = find(b"V", i + 1)
     return out
 
 
