@@ -257,3 +257,10 @@ def test_report_command(cli, tmp_path):
     assert (tmp_path / "r.xlsx").exists() and (tmp_path / "m.prom").exists()
     assert cli("report", "-o", tmp_path / "r.pdf", "--warehouse", path) == 2  # not HTML
     assert cli("report", "-o", tmp_path / "r.html", "--warehouse", tmp_path / "none.duckdb") == 2
+
+
+def test_uncalibrated_rule_scores_are_not_called_probabilities(filled):
+    wh, _ = filled
+    wh.sql("UPDATE predictions SET model_version = 'rules-uncalibrated'")
+    doc = build_report(wh, Config()).html
+    assert "are not probabilities" in doc and "replacements in the next" not in doc

@@ -218,10 +218,17 @@ class _Builder:
         horizon = df["horizon_days"][0]
         expected = float(df["risk"].sum())
         high = int((df["risk"] >= 0.5).sum())
-        lead = h.para(
-            f"As of {df['as_of'][0]}, {df.height:,} GPUs in service were scored. The model expects about "
-            f"{expected:.1f} GPU replacements in the next {horizon} days (the sum of the calibrated "
-            f"probabilities); {_count(high, 'GPU')} {'has' if high == 1 else 'have'} a risk of 50% or more. Model: {df['model_version'][0] or 'unknown'}.")
+        version = df["model_version"][0] or "unknown"
+        scored = f"As of {df['as_of'][0]}, {df.height:,} GPUs in service were scored by {version}. "
+        if version.endswith("uncalibrated"):
+            text = (scored + "No failure model is trained yet and too few failures are recorded to calibrate the "
+                    "rule baseline (recent critical Xids and their like): its scores order the GPUs but are not "
+                    "probabilities.")
+        else:
+            text = (scored + f"It expects about {expected:.1f} GPU replacements in the next {horizon} days "
+                    f"(the sum of the calibrated probabilities); {_count(high, 'GPU')} "
+                    f"{'has' if high == 1 else 'have'} a risk of 50% or more.")
+        lead = h.para(text)
         return lead + h.figure(charts.risk_chart(df), "Highest predicted risk") + h.table(
             df, ["rank", "serial", "host", "pci_bus_id", "model", "risk", "top_factors"],
             formats={"risk": ".1%"}, limit=20)
