@@ -365,3 +365,54 @@ def test_description_only_workbook_is_coded_by_the_real_matcher(cli, tmp_path):
     assert codes == [("GPU", "FELL_OFF_BUS", "REPLACE"), ("FAN", "FAN_FAULT", "CLEAN"), ("GPU", "FELL_OFF_BUS", None)]
     assert got["review"].to_list() == ["false", "false", "true"]
     assert got["part_text"][0] == got["symptom_text"][0] == got["action_text"][0] == "GPU掉卡，更换显卡后恢复"
+
+
+# -- files that are not what their names say ------------------------------------------
+
+def test_html_table_saved_as_xls_by_a_web_portal(tmp_path):
+    html = """<html><head><meta http-equiv="Content-Type" content="text/html; charset=gb2312"></head><body>
+<table border="1">
+<tr><th colspan="5">工单导出 2025-03</th></tr>
+<tr><th>工单编号</th><th>创建时间</th><th>主机名</th><th>故障<br>现象</th><th>处理结果</th></tr>
+<tr><td>GD-1</td><td>2025-03-05 14:22</td><td>gpu-sha-a01</td><td>GPU掉卡&nbsp;Xid 79<br/>nvidia-smi 看不到</td><td>更换 &amp; 观察</td></tr>
+<tr><td>GD-2</td><td>昨天</td><td>gpu-sha-a02</td><td>风扇异响</td><td>更换风扇</td></tr>
+</table></body></html>"""
+    got, rows = load(write(tmp_path / "sha-ops" / "工单导出.xls", html, "gb2312"), "sha-ops")
+    assert [r["ticket_id"] for r in rows] == ["GD-1"]
+    assert rows[0]["symptom_text"] == "GPU掉卡\xa0Xid 79\nnvidia-smi 看不到" and rows[0]["action_text"] == "更换 & 观察"
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 6, 22)
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(4, "bad_timestamp")]
+
+
+def test_real_excel_97_file_is_quarantined_with_how_to_fix(tmp_path):
+    f = write(tmp_path / "p" / "old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    got, rows = load(f, "p")
+    assert rows == [] and [r.reason for r in got.rejects] == ["unsupported_xls"]
+    assert "save it as .xlsx" in got.rejects[0].detail
+
+
+def test_workbook_named_csv_is_read_as_a_workbook(tmp_path):
+    book = openpyxl.Workbook()
+    book.active.append(["Ticket #", "Opened", "Symptom"])
+    book.active.append(["T-1", datetime(2025, 3, 5, 14, 22), "GPU fell off the bus"])
+    f = save(book, tmp_path / "p" / "export.csv")
+    _, rows = load(f, "p")
+    assert rows[0]["ticket_id"] == "T-1" and rows[0]["opened_at"] == datetime(2025, 3, 5, 14, 22)
+
+
+def test_jira_and_servicenow_rest_api_json(tmp_path):
+    jira = {"startAt": 0, "total": 1, "issues": [{"id": "10231", "key": "OPS-4711", "fields": {
+        "summary": "GPU HBM uncorrectable ECC", "created": "2025-03-05T14:22:00.000+0800",
+        "resolution": {"name": "Fixed"}, "customfield_10010": "1654620012345", "description": "RMA'd the card",
+        "comment": {"comments": [{"body": "reseated first, no change"}, {"body": "RMA approved"}]}}}]}
+    got, rows = load(write(tmp_path / "jira" / "search.json", json.dumps(jira)), "jira")
+    r = rows[0]
+    assert r["ticket_id"] in ("10231", "OPS-4711") and r["opened_at"] == datetime(2025, 3, 5, 6, 22)
+    assert r["symptom_text"] == "GPU HBM uncorrectable ECC\nRMA'd the card"
+    snow = {"result": [{"number": "INC0012345", "opened_at": "2025-03-05 14:22:10", "short_description": "GPU lost",
+                        "cmdb_ci": {"display_value": "gpu-sjc-b07", "link": "https://x/api/now/table/cmdb_ci/1"},
+                        "close_notes": "Replaced GPU", "u_serial_number": "SN: 1654620012345"}]}
+    got, rows = load(write(tmp_path / "snow" / "incident.json", json.dumps(snow)), "snow")
+    r = rows[0]
+    assert (r["ticket_id"], r["host"], r["symptom_text"], r["action_text"], r["serial"]) == (
+        "INC0012345", "gpu-sjc-b07", "GPU lost", "Replaced GPU", "1654620012345")

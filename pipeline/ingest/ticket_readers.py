@@ -14,6 +14,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 from pipeline.warehouse import Rejected
@@ -22,8 +23,8 @@ log = logging.getLogger(__name__)
 
 #: Tried when no BOM says otherwise and no encoding is configured: UTF-8 when it decodes,
 #: else the legacy encoding whose text looks most like text (:func:`_plausibility`).
-ENCODINGS = ("utf-8", "gb18030", "big5", "cp1252")
-SUFFIXES = (".csv", ".txt", ".tsv", ".xlsx", ".xlsm", ".json", ".jsonl", ".ndjson")
+ENCODINGS = ("utf-8", "gb18030", "cp1252", "big5")  # ties go to the earlier
+SUFFIXES = (".csv", ".txt", ".tsv", ".xlsx", ".xlsm", ".xls", ".htm", ".html", ".json", ".jsonl", ".ndjson")
 
 
 @dataclass
@@ -70,7 +71,7 @@ def decode(data: bytes, encoding: str = "") -> tuple[str, str]:
             text = data.decode(enc)
         except UnicodeDecodeError:
             continue
-        score = _plausibility(text)
+        score = _plausibility(text, enc)
         if best is None or score > best[0]:
             best = (score, text, enc)
     if best is None or best[0] < 0.5:
@@ -78,10 +79,11 @@ def decode(data: bytes, encoding: str = "") -> tuple[str, str]:
     return best[1], best[2]
 
 
-def _plausibility(text: str) -> float:
-    """Share of the non-ASCII characters that a ticket plausibly holds: CJK characters in
-    the common range of GB2312 (level 1) or Big5, CJK punctuation, and Latin letters with
-    accents standing beside other letters. Mojibake lands on rare characters and symbols."""
+def _plausibility(text: str, enc: str = "gb18030") -> float:
+    """Share of the non-ASCII characters that a ticket plausibly holds: CJK characters that
+    are frequent in the script of ``enc`` (GB2312 for GBK text, Big5's common range for
+    Big5), CJK punctuation, and accented Latin letters beside ASCII. Mojibake lands on rare
+    characters, the other script and symbols."""
     head = text[:20000]
     odd = [i for i, c in enumerate(head) if ord(c) > 127]
     if not odd:
@@ -89,32 +91,33 @@ def _plausibility(text: str) -> float:
     good = 0.0
     for i in odd:
         c = head[i]
+        near = head[max(i - 1, 0):i] + head[i + 1:i + 2]
         if "\u4e00" <= c <= "\u9fff":
-            good += _common_cjk(c)
+            # One character between ASCII letters (M黮ler) is what a Latin accent read as a
+            # double-byte code looks like; Chinese words stand in runs or beside digits.
+            sandwiched = len(near) == 2 and all(ch.isascii() and ch.isalpha() for ch in near)
+            good += _common_cjk(c, enc) * (0.5 if sandwiched else 1.0)
         elif "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef":
             good += 1
-        elif c.isalpha() and "\u00c0" <= c <= "\u024f":
-            # Müller, arrêt: an accent sits beside an ASCII letter; CJK bytes read as
+        elif c.isalpha() and "\u00c0" <= c <= "\u024f" or c in "°±²³µ·×÷€£§–—‘’“”…•":
+            # Müller, arrêt, 85°C: an accent or a sign sits beside ASCII; CJK bytes read as
             # Windows-1252 give runs of accented letters and symbols instead.
-            near = head[max(i - 1, 0):i] + head[i + 1:i + 2]
-            good += 1 if any(ch.isascii() and ch.isalpha() for ch in near) else 0.3
-        elif c in "°±²³µ·×÷€£§–—‘’“”…•":
-            good += 0.5
+            good += 1 if any(ch.isascii() for ch in near) else 0.3
     return good / len(odd)
 
 
-#: Lead bytes of the frequently used characters: GB2312 level 1, Big5 common characters.
-_COMMON_LEADS = (("gb2312", 0xB0, 0xD7), ("big5", 0xA4, 0xC6))
+#: Lead bytes of the frequent and the less frequent characters of each script:
+#: GB2312 levels 1 and 2; Big5's common and less common characters.
+_LEADS = {"gb18030": ("gb2312", (0xB0, 0xD7), (0xD8, 0xF7)), "big5": ("big5", (0xA4, 0xC6), (0xC9, 0xF9))}
 
 
-def _common_cjk(c: str) -> int:
-    for enc, lo, hi in _COMMON_LEADS:
-        try:
-            if lo <= c.encode(enc)[0] <= hi:
-                return 1
-        except UnicodeEncodeError:
-            continue
-    return 0
+def _common_cjk(c: str, enc: str) -> float:
+    charset, (lo, hi), (lo2, hi2) = _LEADS.get(enc, _LEADS["gb18030"])
+    try:
+        lead = c.encode(charset)[0]
+    except UnicodeEncodeError:
+        return 0.0
+    return 1.0 if lo <= lead <= hi else 0.5 if lo2 <= lead <= hi2 else 0.0
 
 
 def read_csv(path: Path, encoding: str = "") -> FileRead:
@@ -180,7 +183,8 @@ def read_xlsx(path: Path) -> FileRead:
 
     try:
         # data_only=False: a formula cell (=cmd|...) is kept as its text, never evaluated.
-        book = openpyxl.load_workbook(path, read_only=True, data_only=False)
+        # From bytes, not the name: openpyxl refuses a workbook whose name ends in .csv.
+        book = openpyxl.load_workbook(io.BytesIO(path.read_bytes()), read_only=True, data_only=False)
     except Exception as exc:  # openpyxl raises many kinds for a damaged file
         return FileRead(rejects=[Rejected(None, "unreadable_xlsx", str(path), f"{type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xlsx")
@@ -199,7 +203,8 @@ def read_xlsx(path: Path) -> FileRead:
     return out
 
 
-_RECORD_KEYS = ("records", "tickets", "data", "items", "rows", "results")
+_RECORD_KEYS = ("records", "tickets", "data", "items", "rows", "results", "result", "issues", "incidents", "cases",
+                "list", "content", "entries", "hits", "value")
 
 
 def read_json(path: Path, encoding: str = "") -> FileRead:
@@ -265,7 +270,9 @@ def flatten(rec: dict, prefix: str = "") -> dict:
     out: dict = {}
     for k, v in rec.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) and "display_value" in v:  # a ServiceNow reference field
+            out[key] = v["display_value"]
+        elif isinstance(v, dict):
             out.update(flatten(v, key + "."))
         elif isinstance(v, list):
             out[key] = _list_text(v)
@@ -291,11 +298,71 @@ def _json_cell(v: object) -> object:
     return v
 
 
+class _TableParser(HTMLParser):
+    """The cells of every ``<table>`` of an HTML page, ``<br>`` kept as a line break."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th") and self.tables and self.tables[-1]:
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            text = re.sub(r"[ \t\r\n]*\n[ \t\r\n]*", "\n", "".join(self._cell)).strip()
+            self.tables[-1][-1].append(re.sub(r"[ \t]+", " ", text))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data.replace("\n", " "))
+
+
+def read_html(path: Path, encoding: str = "") -> FileRead:
+    """An HTML table, as many web portals export "Excel" files (``工单导出.xls``)."""
+    data = path.read_bytes()
+    meta = re.search(rb"charset=[\"']?([\w-]+)", data[:4096], re.I)
+    try:
+        text, enc = decode(data, encoding or (meta.group(1).decode("ascii") if meta else ""))
+    except (UnicodeDecodeError, LookupError) as exc:
+        return FileRead(rejects=[Rejected(None, "undecodable", data[:400].decode("latin-1"), str(exc))])
+    parser = _TableParser()
+    parser.feed(text)
+    parser.close()
+    sheets = []
+    for n, table in enumerate(parser.tables, start=1):
+        sheet = Sheet(path.name if len(parser.tables) == 1 else f"{path.name}#{n}")
+        sheet.rows = [(i, row) for i, row in enumerate(table, start=1) if row]
+        sheets.append(sheet)
+    return FileRead(sheets, [], enc)
+
+
+_OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
 def read_export(path: Path, encoding: str = "") -> FileRead:
-    """Read one export by its suffix."""
+    """Read one export by what its first bytes say it is, else by its suffix: portals name
+    HTML tables and tab-separated text ``.xls``, and a workbook may be called ``.csv``."""
+    with open(path, "rb") as fh:
+        head = fh.read(512)
     suffix = path.suffix.lower()
-    if suffix in (".xlsx", ".xlsm"):
+    if head.startswith(b"PK\x03\x04") and suffix not in (".json", ".jsonl", ".ndjson"):
         return read_xlsx(path)
+    if head.startswith(_OLE2):
+        return FileRead(rejects=[Rejected(
+            None, "unsupported_xls", str(path),
+            "an Excel 97-2003 workbook: open it in Excel or LibreOffice and save it as .xlsx or .csv")])
+    if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
+        return read_html(path, encoding)
     if suffix in (".json", ".jsonl", ".ndjson"):
         return read_json(path, encoding)
     return read_csv(path, encoding)
