@@ -262,6 +262,8 @@ def _trie_regex(aliases: list[str]) -> re.Pattern | None:
 def _ngrams(words: list[tuple[int, int, str]], want: list[bool] | None = None) -> list[tuple[int, int, str]]:
     """Word 1-, 2- and 3-grams (at least 4 characters) with their spans; with ``want``, only
     those holding a wanted word."""
+    if want is not None and not any(want):
+        return []
     out = []
     for n in (1, 2, 3):
         for i in range(len(words) - n + 1):
