@@ -130,6 +130,23 @@ def test_journalctl_json_from_a_user_space_agent_quoting_an_xid_is_no_event():
     assert fp.events.height == 0 and not fp.rejects
 
 
+def test_json_exports_of_log_shippers():
+    xid = "NVRM: Xid (PCI:0000:3b:00): 48, pid=77, name=python3, An uncorrectable double bit error (DBE) has been detected"
+    text = "\n".join([
+        json.dumps({"@timestamp": "2024-03-05T10:11:12.123Z", "host": {"name": "gpu-a07"}, "message": xid}),  # Elastic
+        json.dumps({"time": "2024-03-05T18:11:13+08:00", "log": "[  123.400000] " + xid}),  # Fluent Bit
+        json.dumps({"ts": "whatever", "message": "Mar  5 10:11:14 gpu-a09 kernel: " + xid}),  # a raw syslog line
+        json.dumps({"time": "yesterday", "msg": xid}),
+    ]) + "\n"
+    rows = events(text)
+    assert [(r["host"], r["ts"], r["uptime_s"]) for r in rows] == [
+        ("gpu-a07", datetime(2024, 3, 5, 10, 11, 12, 123000), None),
+        ("gpu-a01", datetime(2024, 3, 5, 10, 11, 13), pytest.approx(123.4)),
+        ("gpu-a09", datetime(2024, 3, 5, 10, 11, 14), None),
+        ("gpu-a01", None, None)]
+    assert all(r["xid"] == 48 and r["message"].endswith("has been detected") for r in rows)
+
+
 def test_journalctl_verbose_entry():
     text = (
         "Tue 2024-03-05 10:11:12.123456 UTC [s=4d1c2b3a;i=1a2b;b=9f0e6c2d;m=1e3f5a7b;t=613a5b;x=77aa]\n"

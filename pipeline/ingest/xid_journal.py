@@ -22,6 +22,7 @@ _FIELD = re.compile(rb"^\s+([A-Z_][A-Z0-9_]*)=(.*)$")
 _RECORD_START = re.compile(
     rb"^(?:<\d{1,3}>|\x1b\[|\[|\{|[a-z]{2,8}\s*:|[A-Z][a-z]{2}\s|\d{4}-\d\d-\d\d|\d{1,3}(?:\.\d{1,3}){3}|"
     rb"[\w.\-]+\s+kernel\b|kernel\b|\s*$|\s+NVRM:|\s+[A-Z_][A-Z0-9_]*=)")
+_ZONED_ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)$")
 _UTC_NAMES = {b"UTC", b"GMT", b"Z", b"+00:00", b"+0000"}
 
 
@@ -51,8 +52,24 @@ def _uptime(us: str | None) -> float | None:
         return None
 
 
+def _first(entry: dict, keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` that holds text (or a number), as text; ``{"name": ...}`` is read through."""
+    for k in keys:
+        v = entry.get(k)
+        if isinstance(v, dict):
+            v = v.get("name") or v.get("hostname")
+        if isinstance(v, (str, int)) and not isinstance(v, bool):
+            return str(v)
+    return None
+
+
 def from_json(line: bytes) -> bytes:
-    """A ``journalctl -o json`` entry as a plain line (unchanged when it is not one)."""
+    """A JSON log entry as a plain line (unchanged when it is not one).
+
+    ``journalctl -o json`` (``MESSAGE``, ``__REALTIME_TIMESTAMP`` in microseconds,
+    ``_HOSTNAME``) and the usual shippers' exports (Fluent Bit, Vector, Elastic, Loki:
+    ``message``/``log``/``msg`` with ``@timestamp``/``time``/``timestamp`` as RFC 3339).
+    """
     try:
         entry = json.loads(line)
     except (ValueError, RecursionError):
@@ -65,13 +82,22 @@ def from_json(line: bytes) -> bytes:
             msg = bytes(int(b) & 0xFF for b in msg).decode("utf-8", errors="replace")
         except (TypeError, ValueError):
             return line
+    if msg is None:
+        msg = _first(entry, ("message", "log", "msg"))
+        if msg is None:
+            return line
+        if " kernel: " in msg or msg.startswith("kernel: "):  # a whole syslog line, shipped as is
+            return " ".join(msg.replace("\r", "").split("\n")).encode()
     if not isinstance(msg, str):
         return line
     kernel = entry.get("_TRANSPORT") == "kernel" or entry.get("SYSLOG_IDENTIFIER") in (None, "kernel")
-    field = lambda k: str(entry[k]) if isinstance(entry.get(k), (str, int)) else None  # noqa: E731
-    return _line(_iso_from_us(field("__REALTIME_TIMESTAMP")), field("_HOSTNAME"),
-                 None if kernel else field("SYSLOG_IDENTIFIER") or "user", field("_PID"),
-                 _uptime(field("_SOURCE_MONOTONIC_TIMESTAMP")) if kernel else None, msg)
+    iso = _iso_from_us(_first(entry, ("__REALTIME_TIMESTAMP",)))
+    if iso is None:
+        iso = _first(entry, ("@timestamp", "time", "timestamp"))
+        iso = iso if iso and _ZONED_ISO.match(iso) else None
+    return _line(iso, _first(entry, ("_HOSTNAME", "host", "hostname")),
+                 None if kernel else _first(entry, ("SYSLOG_IDENTIFIER",)) or "user", _first(entry, ("_PID",)),
+                 _uptime(_first(entry, ("_SOURCE_MONOTONIC_TIMESTAMP",))) if kernel else None, msg)
 
 
 def from_verbose(buf: bytes, start: int) -> bytes | None:
