@@ -167,10 +167,21 @@ def test_unrecognised_layout_still_names_its_columns(tmp_path):
      {"ticket_id": 0, "serial": 1, "symptom_text": 2, "action_text": 3, "opened_at": 4, "host": 5}),
     (["故障\n现象", "工单\n编号", " 序列号 ", "处理\r\n措施"],
      {"symptom_text": 0, "ticket_id": 1, "serial": 2, "action_text": 3}),
+    # Words around a known name: the name is found, the server's own serial is not the GPU's.
+    (["工单号码", "服务器SN", "GPU序列号(SN)", "故障类型", "维修记录", "处理人", "处理时间", "故障发生时间"],
+     {"ticket_id": 0, "serial": 2, "action_text": 4, "opened_at": 7}),
+    (["Incident Number", "Reported Date", "Hostname/IP", "GPU Serial No.", "Problem Summary", "Root Cause",
+      "Resolution Summary", "Assigned To"],
+     {"ticket_id": 0, "opened_at": 1, "host": 2, "serial": 3, "symptom_text": 4, "action_text": 6}),
+    (["Case Number", "Case Opened Date", "Asset Serial Number", "Subject", "Case Description",
+      "Resolution Description", "Case Status"],
+     {"ticket_id": 0, "opened_at": 1, "serial": 2, "symptom_text": 3, "description": 4, "action_text": 5,
+      "status": 6}),
 ])
 def test_real_headers_are_recognised(headers, want):
     got = map_columns(headers)
     assert {k: v for k, v in got.items() if k in want} == want
+    assert not set(got.values()) & {i for i, h in enumerate(headers) if h in ("服务器SN", "处理人", "处理时间")}
     assert "part_text" not in got or headers[got["part_text"]] != "Part Number"
 
 

@@ -25,13 +25,13 @@ FIELD_ALIASES: dict[str, list[str]] = {
                   "case", "case id", "case #", "case no", "case number", "incident", "incident id", "rma #",
                   "rma no", "work order", "wo", "wo #", "id", "case number", "ref", "reference", "工单号", "工单编号", "工单", "单号", "工单id",
                   "服务单号", "报修单号", "维修单号", "案例号", "工單號", "工單編號", "number", "issue key", "key",
-                  "rma", "rma number", "rma id", "ticket nr", "ticket-nr", "vorgang", "事件编号", "事件单号", "工單"],
+                  "rma", "rma number", "rma id", "ticket nr", "ticket-nr", "vorgang", "事件编号", "事件单号", "工單", "incident number", "工单号码"],
     "opened_at": ["opened_at", "opened", "open time", "open date", "opened on", "created", "created at",
                   "create time", "created on", "creation date", "created date", "open", "opened at", "reported", "reported at", "report time",
                   "report date", "date", "datetime", "time", "start time", "开单时间", "报修时间", "创建时间",
                   "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間", "date submitted",
                   "submitted", "submitted at", "submit date", "request date", "erstellt", "erstellt am", "创建日期",
-                  "申请时间", "发起时间", "建單時間"],
+                  "申请时间", "发起时间", "建單時間", "发生时间", "發生時間", "reported date", "date opened"],
     "closed_at": ["closed_at", "closed", "close time", "closed on", "close date", "resolved", "resolved at",
                   "resolved on", "resolution date", "end time", "完成时间", "关闭时间", "结单时间", "解决时间",
                   "结束时间", "關閉時間", "完成時間", "closed at", "resolved at", "处理完成时间", "結案時間"],
@@ -50,7 +50,7 @@ FIELD_ALIASES: dict[str, list[str]] = {
     "part_text": ["part", "parts", "failed part", "faulty part", "fault part", "component", "part name",
                   "failed component", "defective part", "hardware", "category", "故障部件", "部件", "故障件", "更换部件",
                   "配件", "故障配件", "故障部位", "部件名称", "故障部件名称", "part description", "component description",
-                  "bauteil", "komponente", "部件描述", "故障部件描述"],
+                  "bauteil", "komponente", "部件描述", "故障部件描述", "replaced part", "更换部件名称"],
     "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description",
                      "error", "issue description", "problem description", "failure", "failure mode", "summary",
                      "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述", "short description",
@@ -65,12 +65,15 @@ FIELD_ALIASES: dict[str, list[str]] = {
                     "resolution notes", "action notes", "处理措施", "处理方式", "解决方案", "维修措施", "处理",
                     "措施", "处理结果", "维修方式", "處理措施", "處理方式", "close notes", "closure notes", "resolution code",
                     "disposition", "comments", "work notes", "maßnahme", "massnahme", "处理记录", "处理过程", "處理結果",
-                    "維修措施", "处理方法"],
+                    "維修措施", "处理方法", "resolution description", "resolution summary", "resolution details",
+                    "fix description", "action description", "维修记录", "维修结果", "维修过程", "解决办法", "解决措施"],
     # Columns that look like the ones above but are not: matched exactly, then dropped.
     "_ignore": ["part number", "part no", "part #", "p n", "pn", "fru", "fru number", "assignment group", "assignee",
                 "assigned to", "requester", "reporter", "caller", "priority", "issue id", "issue type", "tags",
                 "labels", "机房", "机柜", "机架", "机位", "rack", "location", "site", "区域", "機房", "機櫃",
-                "impact", "urgency", "category id", "料号", "物料号", "型号", "model"],
+                "impact", "urgency", "category id", "料号", "物料号", "型号", "model", "服务器sn", "服务器序列号", "主机sn",
+                "整机sn", "整机序列号", "机器sn", "server sn", "server serial", "server serial number", "host sn",
+                "chassis sn", "chassis serial", "system serial", "system serial number", "伺服器序號"],
 }
 TEXT_FIELDS = ("part_text", "symptom_text", "action_text")
 #: Fields that make a row a ticket header, beside the ticket id.
@@ -125,6 +128,35 @@ def _squash(s: str) -> str:
 _ALIASES = {f: [canonical_header(a) for a in names] for f, names in FIELD_ALIASES.items()}
 
 
+def _tokens(s: str) -> list[str]:
+    """Words of a canonical header, Chinese runs apart from Latin ones (``服务器sn`` -> 服务器, sn)."""
+    return re.findall(r"[\u3400-\u9fff]+|[^\s\u3400-\u9fff]+", s)
+
+
+def _contains(header: str, alias: str) -> float:
+    """A score when the header holds the alias as whole words (``Asset Serial Number``) or
+    a Chinese alias of three or more characters inside a word (``工单号码``), higher the more
+    of the header it covers and when it ends the header (the head noun: ``故障发生时间``)."""
+    words, want = _tokens(header), _tokens(alias)
+    if not want or len(words) < 1 or words == want:
+        return 0.0
+    n = len(want)
+    at = -1
+    if len(want) == 1 and re.fullmatch(r"[\u3400-\u9fff]{3,}", alias):
+        at = next((i for i, w in enumerate(words) if alias in w and w != alias), -1)
+        at = next((i for i, w in enumerate(words) if w == alias), at)
+        ends = at == len(words) - 1 and words[at].endswith(alias)
+    elif len(alias) >= HEADER_MIN_FUZZY_LEN or want == ["sn"]:
+        at = next((i for i in range(len(words) - n + 1) if words[i:i + n] == want), -1)
+        ends = at == len(words) - n
+        if want == ["sn"] and not ends:
+            return 0.0
+    if at < 0:
+        return 0.0
+    cover = len(_squash(alias)) / max(len(_squash(header)), 1)
+    return HEADER_MIN_SCORE + 1 + (10 * cover + 2 if ends else 5 * cover)
+
+
 def _score(header: str, field: str) -> float:
     best = 0.0
     for alias in _ALIASES[field]:
@@ -132,6 +164,7 @@ def _score(header: str, field: str) -> float:
             return 100.0
         if len(header) >= HEADER_MIN_FUZZY_LEN:
             best = max(best, fuzz.ratio(header, alias))
+        best = max(best, _contains(header, alias))
     return best
 
 
