@@ -228,6 +228,10 @@ def test_xid_line_wrapped_by_a_paste():
             "[  124.000000] nvidia 0000:3b:00.0: enabling device (0000 -> 0002)\n")
     row = one(hard)
     assert "(0x00000000deadbeef) was marked" in row["message"]
+    # NULs a crash left open the next record; they are no tail
+    crash = ("Mar  5 10:11:12 gpu-a01 kernel: [  123.4] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=x, Graphics Exception\n"
+             "\x00\x00\x00Mar  5 10:20:00 gpu-a01 kernel: [    0.000000] Linux version 6.8.0-45-generic\n")
+    assert one(crash)["message"] == "Graphics Exception"
     # a log without time prefixes: the next line is a record of its own, not a tail
     bare = "NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, name=python3, Graphics Exception\nmlx5_core: link up\n"
     assert one(bare)["message"] == "Graphics Exception"

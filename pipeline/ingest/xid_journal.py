@@ -20,7 +20,7 @@ _VERBOSE_HEAD = re.compile(
 _FIELD = re.compile(rb"^\s+([A-Z_][A-Z0-9_]*)=(.*)$")
 #: How a line that starts a new log record begins; a pasted Xid line's wrapped tail does not.
 _RECORD_START = re.compile(
-    rb"^(?:<\d{1,3}>|\x1b\[|\[|\{|[a-z]{2,8}\s*:|[A-Z][a-z]{2}\s|\d{4}-\d\d-\d\d|\d{1,3}(?:\.\d{1,3}){3}|"
+    rb"^(?:<\d{1,3}>|\x1b\[|\x00|\xef\xbb\xbf|\[|\{|[a-z]{2,8}\s*:|[A-Z][a-z]{2}\s|\d{4}-\d\d-\d\d|\d{1,3}(?:\.\d{1,3}){3}|"
     rb"[\w.\-]+\s+kernel\b|kernel\b|\s*$|\s+NVRM:|\s+[A-Z_][A-Z0-9_]*=)")
 _ZONED_ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)$")
 _UTC_NAMES = {b"UTC", b"GMT", b"Z", b"+00:00", b"+0000"}
