@@ -5,44 +5,14 @@ their tables yet must show "No data yet", never an error."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.xdist_group("sample")  # shares the sample run with the contract tests
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-
-
-#: Telemetry files per host taken from the sample: the first three weeks keep the run fast
-#: while every stage still gets real input (the notebooks must cope with thin data anyway).
-TELEMETRY_FILES_PER_HOST = 21
-
-
-def _trimmed_sample(dest: Path) -> Path:
-    src = ROOT / "data" / "sample"
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("truth", "telemetry"))
-    for host in sorted((src / "telemetry").iterdir()):
-        (dest / "telemetry" / host.name).mkdir(parents=True)
-        for f in sorted(host.iterdir())[:TELEMETRY_FILES_PER_HOST]:  # names sort by day
-            shutil.copy2(f, dest / "telemetry" / host.name / f.name)
-    return dest
-
-
-@pytest.fixture(scope="session")
-def sample_warehouse(tmp_path_factory):
-    """The nightly job (what ``fleetfault run`` calls) on the bundled sample, once per session."""
-    from pipeline.config import load_config
-    from pipeline.run import run_pipeline
-
-    tmp = tmp_path_factory.mktemp("nb")
-    wh, out = tmp / "fleetfault.duckdb", tmp / "out"
-    cfg = load_config(ROOT / "fleetfault.toml")
-    _, code = run_pipeline(cfg, _trimmed_sample(tmp / "data"), wh, out)
-    assert code in (0, 1), f"the run exited {code}"
-    assert wh.exists()
-    return wh, out
 
 
 def test_notebooks_exist():
