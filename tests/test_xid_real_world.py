@@ -300,6 +300,21 @@ def test_nvswitch_sxid_groups_count_once_each():
         ("SXid", 20034, "0000:86:00.0", True), ("SXid", 12028, "0000:07:00.0", False)]
 
 
+def test_r570_nvswitch_burst_at_boot_with_a_tail_whose_head_was_lost():
+    # dmesg of an HGX H100 at driver load: per link "Non-fatal", "Severity", "Data"; the first
+    # line is the Data of a group whose head fell out of the ring buffer: kept, not dropped
+    data = "Data {{0x0000002{0}, 0x0000002{0}, 0x00000000, 0x0000002{0}, 0x80005302, 0x00000000, 0x00000000}}"
+    lines = ["[   38.175561] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, " + data.format("b")]
+    for link, up in ((44, 38.178), (45, 38.187), (46, 38.194)):
+        head = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, "
+        lines += [f"[{up:13.6f}] {head}Non-fatal, Link {link} Minion Link DLREQ interrupt",
+                  f"[{up + 0.002:13.6f}] {head}Severity 0 Engine instance {link} Sub-engine instance 00",
+                  f"[{up + 0.004:13.6f}] {head}" + data.format("c")]
+    rows = events("\n".join(lines) + "\n")
+    assert [r["message"].split(",")[0] for r in rows] == ["Data {0x0000002b"] + ["Non-fatal"] * 3
+    assert {(r["kind"], r["xid"], r["pci_bus_id"]) for r in rows} == {("SXid", 22013, "0000:04:00.0")}
+
+
 def test_gpu_at_and_board_serial_lines_build_the_map():
     text = ("Mar  5 10:11:12 gpu-a01 kernel: [  812.1] NVRM: GPU at PCI:0000:3b:00: GPU-6a1d7e3c-91b1-2f6e-7c1e-0e6a9b0c1d2e\n"
             "Mar  5 10:11:12 gpu-a01 kernel: [  812.1] NVRM: GPU Board Serial Number: 1652221012345\n"
@@ -346,6 +361,9 @@ NOT_EVENTS = [
     "Mar  5 10:11:12 gpu-a01 kernel: [  12.3] NVRM: GPU0 _kgspIsHeartbeatTimedOut: Heartbeat timed out, diff 6070 timeout 5200",
     "Mar  5 10:11:12 gpu-a01 kernel: [  12.3] nvidia-modeset: Loading NVIDIA Kernel Mode Setting Driver for UNIX platforms  535.129.03",
     "Mar  5 10:11:12 gpu-a01 kernel: [  12.3] Xid handling: see https://docs.nvidia.com/deploy/xid-errors/",
+    # an agent's own JSON log quoting a kernel line, bare and through syslog
+    '{"level":"warn","ts":"2025-01-28T06:47:16Z","msg":"known sxid","line":"kern  :err   : 2025-01-25T10:34:54,859532+00:00 nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0}"}',
+    'Jan 28 06:47:16 gpu-a01 gpud[3121]: {"level":"warn","msg":"known sxid","line":"nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0}"}',
 ]
 
 
