@@ -427,3 +427,29 @@ def test_jira_and_servicenow_rest_api_json(tmp_path):
     r = rows[0]
     assert (r["ticket_id"], r["host"], r["symptom_text"], r["action_text"], r["serial"]) == (
         "INC0012345", "gpu-sjc-b07", "GPU lost", "Replaced GPU", "1654620012345")
+
+
+# -- the stage over a folder of such exports ---------------------------------------------
+
+def test_stage_over_real_world_exports_quarantines_with_file_line_reason(wh, tmp_path):
+    from pipeline.ingest.tickets import run, ticket_files
+    from pipeline.run import RunContext
+
+    data = tmp_path / "data"
+    write(data / "tickets" / "sjc-snow" / "incident.csv", SERVICENOW + '"INC0012347","soon","x","","h","g","New","",""\r\n')
+    write(data / "tickets" / "sha-ops" / "工单导出.xls",
+          "<table><tr><td>工单编号</td><td>创建时间</td><td>故障描述</td></tr>"
+          "<tr><td>GD-1</td><td>2025-03-05 14:22</td><td>GPU掉卡</td></tr></table>", "gb18030")
+    write(data / "tickets" / "sha-ops" / "old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    write(data / "tickets" / "fra-depot" / "export.csv",
+          "sep=;\nTicket-Nr.;Erstellt am;Fehlerbeschreibung\nFRA-1;05.03.2025 14:22;Lüfter defekt\n", "cp1252")
+    assert len(ticket_files(data)) == 4
+    ctx = RunContext(CFG, wh, data, tmp_path / "out")
+    run(ctx)
+    rep = ctx.report("tickets")
+    assert (rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (6, 4, 2)
+    assert sorted(wh.sql("SELECT source_file, line_no, reason FROM quarantine")) == [
+        ("tickets/sha-ops/old.xls", None, "unsupported_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
+    got = dict(wh.sql("SELECT ticket_id, action_text FROM tickets_raw"))
+    assert got == {"INC0012345": "Replaced GPU (RMA 55123)", "INC0012346": None,  # its own column, empty
+                   "GD-1": "GPU掉卡", "FRA-1": "Lüfter defekt"}

@@ -131,9 +131,11 @@ _TOTAL = re.compile(r"^\s*(?:grand\s+)?(?:totals?|sum|summe|gesamt|count|合计|
 
 def _is_total(cells: list) -> bool:
     """A totals row at the bottom of an export: ``合计 | | | 3 条``, ``Total: 42``."""
-    filled = [cell_text(c) for c in cells if cell_text(c) is not None]
-    return bool(filled) and bool(_TOTAL.match(filled[0])) and all(
-        re.fullmatch(_COUNT, t, re.I) for t in filled[1:])
+    first = next((c for c in cells if cell_text(c) is not None), None)
+    if not isinstance(first, str) or not _TOTAL.match(first):
+        return False
+    rest = [cell_text(c) for c in cells[cells.index(first) + 1:]]
+    return all(t is None or re.fullmatch(_COUNT, t, re.I) for t in rest)
 
 
 def _free_text_fields(cols: dict[str, int]) -> tuple[str, ...]:
