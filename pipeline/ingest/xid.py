@@ -1,7 +1,8 @@
 """Ingest kernel logs: every Xid and SXid event, with its time, GPU and process.
 
-Reads: ``DATA/kernel/<host>/*.log[.gz]`` (dmesg, ``dmesg -T/-H/--time-format iso``, syslog,
-journalctl, kern.log; see :mod:`pipeline.ingest.xid_formats`), the inventory (a host's site
+Reads: ``DATA/kernel/<host>/*.log[.gz]`` (dmesg, ``dmesg -T/-H/-x/-r/--time-format iso``, syslog,
+RFC 5424, journalctl short/-precise/-monotonic/-iso/-full/-unix/json/verbose, shippers' JSON,
+kern.log; see :mod:`pipeline.ingest.xid_formats`), the inventory (a host's site
 gives its time zone) and ``kernel.boot_times`` in the config.
 Writes, per file (through the file registry, so reloading is incremental): ``xid_raw`` (every
 event line as read) and ``gpu_map`` (the driver's ``GPU at PCI:... GPU-<uuid>`` and

@@ -10,6 +10,15 @@ the kernel's own text, and the NVIDIA driver's text is the same in all of them::
     Mar  5 10:11:12 host kernel: [ 1234.5] NVRM: ...          BSD syslog / kern.log / journalctl short
     2024-03-05T10:11:12.123456+08:00 host kernel: NVRM: ...   RFC 3339 rsyslog / journalctl short-iso
     kernel: NVRM: ...                                         no time at all
+    Tue 2024-03-05 10:11:12 UTC host kernel: ...              journalctl short-full (zone name)
+    1709633472.123456 host kernel: ...                        journalctl short-unix
+    <4>1 2024-03-05T10:11:12+00:00 host kernel - - - ...      RFC 5424 forwarding
+    10.0.0.7: kern: warning: [2024-03-05T10:11:12.29Z]: ...   host: facility: level: [iso]: (Talos)
+    host gpud[12]: ... NVRM: Xid ...                          a program quoting the kernel: no event
+
+journald's ``-o json``/``-o verbose`` entries and shippers' JSON are first rewritten as
+syslog-style lines (:mod:`pipeline.ingest.xid_journal`); ANSI colours, ``\r``, paste
+quoting, a BOM and the NULs a crash leaves are removed before the prefix is read.
 
 The patterns are written for polars' (Rust) regex engine, which runs them over all the
 candidate lines of a file at once (:mod:`pipeline.ingest.xid_parse`): no look-around,
