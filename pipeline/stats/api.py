@@ -119,5 +119,6 @@ def compare(source: Any, by: str = "batch", cfg: Config | Stats | None = None) -
         raise UsageError("compare needs a column to group by (batch, vendor, model, ...)")
     counts = rates.afr_table(lt.engine, lt.relation, [col], confidence=scfg.confidence)
     models = single_models(lt.engine.pl(f"SELECT DISTINCT {lt.engine.dialect.quote(col)}, model FROM {lt.relation}",
-                                        step="stats: models per group"), col) if "model" in lt.group_columns else {}
+                                        step="stats: models per group"), col) \
+        if "model" in lt.group_columns and col != "model" else {}
     return compare_groups(counts, col, confidence=scfg.confidence, models=models)
