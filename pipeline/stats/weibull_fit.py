@@ -12,6 +12,7 @@ import math
 import warnings
 
 import polars as pl
+from scipy.stats import norm
 
 from pipeline.stats.kaplan_meier import _groups
 
@@ -71,10 +72,13 @@ def fit_weibull(frame: pl.DataFrame, *, confidence: float = 0.95) -> dict:
     except (ConvergenceError, ValueError) as exc:
         log.warning("Weibull fit failed for a group of %d units: %s", frame.height, exc)
         return row | {"pattern": "no fit", "interpretation": f"the Weibull fit did not converge: {exc}"}
-    summary = wf.summary.loc["rho_"]
-    low = float(summary[[c for c in summary.index if c.startswith("coef lower")][0]])
-    high = float(summary[[c for c in summary.index if c.startswith("coef upper")][0]])
     shape = float(wf.rho_)
+    # The interval on the log scale (delta method), as for any positive parameter: the plain
+    # Wald interval lifelines prints can reach below zero when failures are few.
+    se = float(wf.summary.loc["rho_", "se(coef)"])
+    z = float(norm.ppf(0.5 + confidence / 2))
+    half = z * se / shape if shape > 0 else math.inf
+    low, high = shape * math.exp(-half), shape * math.exp(half)
     if not all(math.isfinite(x) for x in (shape, low, high)) or any(
             isinstance(w.message, StatisticalWarning) for w in caught):
         log.warning("Weibull fit of a group of %d units is unreliable (lifelines: %s)", frame.height,
