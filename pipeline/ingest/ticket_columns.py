@@ -323,6 +323,11 @@ def infer_dayfirst(values: list[str | None], default: bool) -> bool:
 def _local_datetime(s: str, dayfirst: bool, fmt: str) -> datetime:
     if fmt:
         return datetime.strptime(s, fmt)
+    if s[:4].isdigit() and s[4:5] == "-":  # the common case first: ISO 8601 as written
+        try:
+            return datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
+        except ValueError:
+            pass
     s = unicodedata.normalize("NFKC", s).strip()
     s = re.sub(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]?", r"\1-\2-\3", s)
     s = _CJK_TIME.sub(lambda m: f"{m[1]}:{m[2] or '00'}:{m[3] or '00'}", s).strip()
