@@ -16,10 +16,11 @@ first failure or its removal: later days are not in service. ``label`` and
 from __future__ import annotations
 
 import logging
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 
 from pipeline.config import Config
 from pipeline.predict.labels import failure_events_sql
+from pipeline.stats.exposure import PLAUSIBLE_FROM
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -251,11 +252,18 @@ FROM fleet
 
 
 def data_range(wh: Warehouse) -> tuple[date, date] | None:
-    """First and last UTC day of telemetry or Xid data in the warehouse (None when empty)."""
+    """First and last UTC day of telemetry or Xid data in the warehouse (None when empty).
+
+    Days no clock could have written (before 2000, after tomorrow: a year-less syslog line
+    given the wrong year) are left out, so one such event cannot move the ranking day.
+    """
+    latest = datetime.now(timezone.utc).date() + timedelta(days=1)
     row = wh.sql(
         """SELECT min(d0), max(d1) FROM (
-             SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days
-             UNION ALL SELECT min(CAST(ts AS DATE)), max(CAST(ts AS DATE)) FROM xid_events)""",
+             SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days WHERE day BETWEEN ? AND ?
+             UNION ALL SELECT min(CAST(ts AS DATE)), max(CAST(ts AS DATE)) FROM xid_events
+               WHERE CAST(ts AS DATE) BETWEEN ? AND ?)""",
+        [PLAUSIBLE_FROM.date(), latest, PLAUSIBLE_FROM.date(), latest],
         step="predict: data range",
     )[0]
     return None if row[0] is None else (row[0], row[1])

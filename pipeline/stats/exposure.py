@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 
 from pipeline.config import Stats
 from pipeline.engine import Engine
@@ -30,6 +30,8 @@ from pipeline.errors import ConfigError
 log = logging.getLogger(__name__)
 
 LIFETIMES = "_ff_lifetimes"
+#: Data stamps before this are clock errors (an RTC reset to 1970 or 2000), not history.
+PLAUSIBLE_FROM = datetime(2000, 1, 2)
 GROUP_COLUMNS = ("model", "vendor", "site", "host", "slot", "batch")
 
 
@@ -56,16 +58,27 @@ def _config_day(value: str, key: str) -> date | None:
 
 
 def data_window(engine: Engine, cfg: Stats) -> Window:
-    """The window from the config, else from the first to the last day of data."""
+    """The window from the config, else from the first to the last day of data.
+
+    Stamps no clock could have written (before 2000, or after tomorrow: a dead RTC, a
+    year-less syslog line given the wrong year) do not stretch a window taken from the data.
+    """
+    d = engine.dialect
+    earliest, latest = PLAUSIBLE_FROM, datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(days=1)
+
+    def plausible(expr: str) -> str:
+        return f"{expr} BETWEEN {d.timestamp(earliest)} AND {d.timestamp(latest)}"
+
     first = _config_day(cfg.window_start, "window_start")
     last = _config_day(cfg.window_end, "window_end")
     source = "config"
     if first is None or last is None:
-        lo, hi = engine.rows("""
+        lo, hi = engine.rows(f"""
 SELECT min(lo), max(hi) FROM (
-    SELECT min(opened_at) AS lo, max(opened_at) AS hi FROM tickets
+    SELECT min(opened_at) AS lo, max(opened_at) AS hi FROM tickets WHERE {plausible("opened_at")}
     UNION ALL SELECT CAST(min(day) AS TIMESTAMP), CAST(max(day) AS TIMESTAMP) FROM gpu_days
-    UNION ALL SELECT min(ts), max(ts) FROM xid_events
+      WHERE {plausible("CAST(day AS TIMESTAMP)")}
+    UNION ALL SELECT min(ts), max(ts) FROM xid_events WHERE {plausible("ts")}
 ) AS spans""", step="stats: data window")[0]
         source = "data"
         if lo is None:
