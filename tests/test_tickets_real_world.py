@@ -453,3 +453,13 @@ def test_stage_over_real_world_exports_quarantines_with_file_line_reason(wh, tmp
     got = dict(wh.sql("SELECT ticket_id, action_text FROM tickets_raw"))
     assert got == {"INC0012345": "Replaced GPU (RMA 55123)", "INC0012346": None,  # its own column, empty
                    "GD-1": "GPU掉卡", "FRA-1": "Lüfter defekt"}
+
+
+def test_csv_with_empty_trailing_columns_on_either_side(tmp_path):
+    text = ("Ticket #,Opened,Symptom,,,\n"     # Excel saved three empty columns into the header
+            "T-1,2025-03-05,GPU lost\n"        # ...and not into this row
+            "T-2,2025-03-05,fan noise,,,,,\n"  # ...or more of them into this one
+            "T-3,2025-03-05,hot,,,x\n")        # a value past the header: a broken row
+    got, rows = load(write(tmp_path / "p" / "t.csv", text), "p")
+    assert [r["ticket_id"] for r in rows] == ["T-1", "T-2"]
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(4, "field_count")]
