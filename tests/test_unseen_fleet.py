@@ -72,7 +72,7 @@ def _notes(tmp: Path, stage: str) -> list[str]:
 @pytest.mark.parametrize("which", ["quiet_fleet", "failing_fleet"])
 def test_runs_to_the_end_and_a_second_run_loads_nothing(which, request):
     tmp, first, second = request.getfixturevalue(which)
-    assert first == 1, "the inventory row dated 'last tuesday' is rejected: exit 1"
+    assert first == 1, "the inventory row dated 'last tuesday' and a repeated row are rejected: exit 1"
     assert second == 0
     runs = _runs(tmp)
     assert len(runs) == 2
@@ -104,7 +104,7 @@ def test_the_foreign_inventory_is_read(which, request):
     with _con(tmp) as con:
         inv = con.pl("SELECT serial, host, slot, site, batch, vendor, installed_at, removed_at "
                           "FROM inventory ORDER BY host, slot, installed_at")
-    assert inv.height == 17  # 18 rows, one with an unreadable date
+    assert inv.height == 17  # 19 rows, one with an unreadable date, one repeated
     assert sorted(inv["host"].unique()) == sorted([fleet.FQDN, fleet.DGX, fleet.KLOGS_ONLY])
     dgx = inv.filter(pl.col("host") == fleet.DGX)
     assert dgx["slot"].to_list() == [0, 1, 2, 3] and set(dgx["batch"]) == {"H100-Q1"}
@@ -113,7 +113,7 @@ def test_the_foreign_inventory_is_read(which, request):
     assert fqdn["batch"].null_count() == fqdn.height and fqdn["vendor"].null_count() == fqdn.height
     moved = inv.filter(pl.col("serial") == fleet.MOVED)  # listed twice: pulled, then re-installed
     assert moved["host"].to_list() == [fleet.FQDN, fleet.KLOGS_ONLY]
-    assert moved["removed_at"][0] is not None and moved["removed_at"][1] is None
+    assert str(moved["removed_at"][0]) == "2025-05-07 09:30:00" and moved["removed_at"][1] is None  # closed by the move
     assert str(moved["installed_at"][1]) == "2025-05-07 09:30:00"  # ...T09:30:00Z
 
 
@@ -126,8 +126,8 @@ def test_quarantine_explains_every_rejected_row(which, request):
     for stage, path, line_no, reason, raw, detail in rows:
         assert stage and path and line_no and reason and raw, (stage, path, line_no, reason)
     inv = [r for r in rows if r[0] == "inventory"]
-    assert [(r[2], r[3]) for r in inv] == [(19, "bad_timestamp")]
-    assert "last tuesday" in inv[0][5]
+    assert sorted((r[2], r[3]) for r in inv) == [(15, "duplicate_row"), (20, "bad_timestamp")]
+    assert "line 11" in min(inv)[5] and "last tuesday" in max(inv)[5]
 
 
 @pytest.mark.parametrize("which", ["quiet_fleet", "failing_fleet"])
@@ -202,3 +202,45 @@ def test_year_less_syslog_copied_months_later(tmp_path):
     os.utime(log, (later, later))
     ev = parse_file(log).events
     assert ev.height == 2 and (ev["ts"].dt.year() == 2025).all()
+
+
+SPREADSHEET_REGISTRY = (
+    "sep=;\r\n"
+    "Hostname;GPU Index;Serial Number;GPU Model;Location;Lot;Install Date;Decommissioned At;Comment\r\n"
+    "DGX-B-01;GPU0;1.65052E+12;H100;fra;L7;5-Mar-2024;;serial rounded by Excel\r\n"
+    "DGX-B-01;GPU1;1650523300350.0;H100;fra;L7;25/03/2024;;number cell\r\n"
+    "DGX-B-01;gpu 2;'0325000000007;H100;fra;L7;45356;;Excel day number, leading zero kept by a quote\r\n"
+    "DGX-B-01;#3;PH9;H100;fra;L7;05.03.2024 08:00:00;;\r\n"
+    "DGX-B-01;#3;PH9;H100;fra;L7;05.03.2024 08:00:00;;exported twice\r\n"
+    "DGX-B-01;slot four;PH10;H100;fra;L7;2024-03-05;;\r\n"
+    ";;;;;;;;\r\n"
+    "DGX-B-01;4;;H100;fra;L7;2024-03-05;;no serial\r\n"
+)
+
+
+def test_a_registry_exported_from_a_spreadsheet(tmp_path):
+    from pipeline.ingest.inventory import read_inventory
+
+    path = tmp_path / "inventory.csv"
+    path.write_text(SPREADSHEET_REGISTRY, encoding="utf-8-sig")
+    got = read_inventory(path, file_id=1, default_tz="Europe/Berlin")
+    assert got.rows_read == 7 and got.rows_loaded + len(got.rejects) == got.rows_read
+    assert {(r.line_no, r.reason) for r in got.rejects} == {
+        (3, "mangled_serial"), (7, "duplicate_row"), (8, "bad_slot"), (10, "missing_serial")}
+    assert all(r.detail for r in got.rejects)
+    inv = got.tables["inventory"]
+    assert inv["serial"].to_list() == ["1650523300350", "0325000000007", "PH9"]
+    assert inv["slot"].to_list() == [1, 2, 3]
+    assert inv["host"].unique().to_list() == ["DGX-B-01"] and inv["site"].unique().to_list() == ["fra"]
+    assert inv["batch"].unique().to_list() == ["L7"] and inv["model"].unique().to_list() == ["H100"]
+    # Day first (25/03 shows it); Berlin midnight is 23:00 UTC; Excel day 45356 is 2024-03-05.
+    assert [str(t) for t in inv["installed_at"]] == ["2024-03-24 23:00:00", "2024-03-04 23:00:00",
+                                                     "2024-03-05 07:00:00"]
+
+
+def test_a_registry_without_host_is_a_usage_error(tmp_path):
+    path = tmp_path / "data" / "inventory.csv"
+    path.parent.mkdir()
+    path.write_text("serial,model\nS1,H100\n")
+    assert main(["run", "--data", str(path.parent), "--warehouse", str(tmp_path / "w.duckdb"),
+                 "--out", str(tmp_path / "out"), "-q", "--stage", "inventory"]) == 2

@@ -4,7 +4,8 @@ writes it: every liberty ``CONTRACT.md`` allows is taken (see ``tests/test_unsee
 - ``inventory.csv``: upper-case headers in another order, extra columns (RACK, PO_NUMBER,
   NOTES), dates as ``2024/03/05``, ``05.03.2024`` and ``...T..Z``, empty batch and vendor,
   FQDN and upper-case host names, 8-GPU and 4-GPU hosts, a GPU listed twice (pulled and
-  re-installed in another host), a site the config does not name, one unreadable row.
+  re-installed in another host, its first row never
+  closed), a row exported twice, a site the config does not name, one unreadable row.
 - telemetry: the minimal query real teams run (``timestamp,name,utilization.gpu,memory.used,
   memory.total``: no serial, no index, no bus id) on one host; ``timestamp,index,serial,
   temperature.gpu,power.draw`` on another; a host folder that is not in the inventory; an
@@ -41,11 +42,12 @@ def inventory_text() -> str:
     head = "HOST,SLOT,SERIAL,MODEL,SITE,RACK,Installed_At,REMOVED_AT,BATCH,VENDOR,PO_NUMBER,NOTES"
     rows = [head]
     for slot, s in enumerate(FQDN_SERIALS):
-        removed = "2025/05/06" if s == MOVED else ""
+        removed = ""  # MOVED's row too: nobody closed it when the card went to node-018
         rows.append(f"{FQDN},{slot},{s},NVIDIA A100-SXM4-80GB,lab1,R12,2024/03/05,{removed},,,PO-4471,")
     rows.append(f"{FQDN},3,{SPARE},NVIDIA A100-SXM4-80GB,lab1,R12,2025/05/06,,,,PO-5102,spare from depot")
     for slot, s in enumerate(DGX_SERIALS):
         rows.append(f'{DGX},{slot},{s},NVIDIA H100 80GB HBM3,dc-east,"B-4, top",05.03.2024,,H100-Q1,Dell,,"has ""quotes"", commas"')
+    rows.append(rows[-4])  # slot 0 exported twice
     for slot, s in enumerate(K_SERIALS[:3]):
         rows.append(f"{KLOGS_ONLY},{slot},{s},Tesla V100-SXM2-32GB,lab1,R13,2019-07-01T08:00:00Z,,,Quanta,,")
     rows.append(f"{KLOGS_ONLY},3,{MOVED},NVIDIA A100-SXM4-80GB,lab1,R13,2025-05-07T09:30:00Z,,,,,re-installed")
