@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -75,6 +75,27 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def _reconciled(stage: str, key: str, result: Loaded) -> int:
+    """The number of rejects, once ``rows_read == rows_loaded + rejects`` is checked."""
+    n_rej = len(result.rejects)
+    if result.rows_read != result.rows_loaded + n_rej:
+        raise FleetfaultError(
+            f"{stage}: {key}: counts do not reconcile: read {result.rows_read} != "
+            f"loaded {result.rows_loaded} + quarantined {n_rej} (a bug in the {stage} loader)"
+        )
+    return n_rej
+
+
+def _concat_frames(frames: list) -> list:
+    """Polars frames as one (columns aligned by name); anything else as given, one by one."""
+    import polars as pl
+
+    if len(frames) > 1 and all(isinstance(f, pl.DataFrame) for f in frames):
+        frames = [f for f in frames if f.height] or frames[:1]
+        return [pl.concat(frames, how="diagonal_relaxed")]
+    return frames
 
 
 def _now() -> datetime:
@@ -283,12 +304,7 @@ class Warehouse:
                 self._forget_file(prev["file_id"])
             file_id = self.scalar("SELECT nextval('file_ids')")
             result = loader(path, file_id)
-            n_rej = len(result.rejects)
-            if result.rows_read != result.rows_loaded + n_rej:
-                raise FleetfaultError(
-                    f"{stage}: {key}: counts do not reconcile: read {result.rows_read} != "
-                    f"loaded {result.rows_loaded} + quarantined {n_rej} (a bug in the {stage} loader)"
-                )
+            n_rej = _reconciled(stage, key, result)
             for table, data in result.tables.items():
                 self.insert(table, data)
             self.quarantine(stage, key, result.rejects, file_id=file_id)
@@ -299,6 +315,86 @@ class Warehouse:
                 step="register file",
             )
         return FileResult(key, "reloaded" if prev else "loaded", result.rows_read, result.rows_loaded, n_rej)
+
+    def ingest_batch(
+        self,
+        stage: str,
+        paths: Sequence[str | Path],
+        loader: Callable[[list[tuple[Path, int]]], list[Loaded]],
+        *,
+        keys: Sequence[str] | None = None,
+    ) -> list[FileResult]:
+        """Load many files through one ``loader`` call and one transaction.
+
+        The registry's per-file rules hold as in :meth:`ingest_file`: files whose sha256 is
+        unchanged are skipped (the loader never sees them), changed files have their old rows
+        deleted, each file gets its own ``files`` row, ``file_id``, counts (which must
+        reconcile) and quarantine rows. ``loader(items)`` gets ``[(path, file_id), ...]`` in
+        the order given and returns one :class:`Loaded` per item. Any failure rolls the whole
+        batch back, so a crash leaves none of it loaded. Tables are inserted once per batch.
+
+        Returns one :class:`FileResult` per path, in order.
+        """
+        paths = [Path(p) for p in paths]
+        keys = list(keys) if keys is not None else [str(p) for p in paths]
+        digests = [sha256_file(p) for p in paths]
+        prev = self._registered_many(stage, keys)
+        todo = [i for i, (k, d) in enumerate(zip(keys, digests)) if not (k in prev and prev[k]["sha256"] == d)]
+        results = {i: FileResult(keys[i], "unchanged") for i in range(len(paths)) if i not in set(todo)}
+        if not todo:
+            return [results[i] for i in range(len(paths))]
+        with self.transaction():
+            old = [prev[keys[i]]["file_id"] for i in todo if keys[i] in prev]
+            if old:
+                self._forget_files(old)
+            ids = [r[0] for r in self.sql("SELECT nextval('file_ids') FROM range(?)", [len(todo)], step="file ids")]
+            loaded = loader([(paths[i], fid) for i, fid in zip(todo, ids)])
+            if len(loaded) != len(todo):
+                raise FleetfaultError(f"{stage}: the batch loader returned {len(loaded)} results for {len(todo)} files")
+            tables: dict[str, list] = {}
+            rejects: list[tuple] = []
+            registry: list[list] = []
+            now = _now()
+            for i, fid, res in zip(todo, ids, loaded):
+                n_rej = _reconciled(stage, keys[i], res)
+                for table, data in res.tables.items():
+                    tables.setdefault(table, []).append(data)
+                rejects += [(self.run_id, fid, stage, keys[i], r.line_no, r.reason, r.raw[:4000], r.detail[:1000], now)
+                            for r in res.rejects]
+                registry.append([fid, stage, keys[i], paths[i].stat().st_size, digests[i], res.rows_read,
+                                 res.rows_loaded, n_rej, res.rows_skipped, now, self.run_id])
+                results[i] = FileResult(keys[i], "reloaded" if keys[i] in prev else "loaded",
+                                        res.rows_read, res.rows_loaded, n_rej)
+            for table, frames in tables.items():
+                for data in _concat_frames(frames):
+                    self.insert(table, data)
+            self._insert_rows("quarantine", rejects)
+            self._insert_rows("files", registry)
+        return [results[i] for i in range(len(paths))]
+
+    def _insert_rows(self, table: str, rows: Sequence[Sequence]) -> None:
+        """Append rows (tuples in the declared column order) with one statement."""
+        if not rows:
+            return
+        cols = self.schemas[table].columns
+        sel = ", ".join(f'unnest(?::{c.type}[]) AS "{c.name}"' for c in cols)
+        names = ", ".join(f'"{c.name}"' for c in cols)
+        self.sql(f'INSERT INTO "{table}" ({names}) SELECT {sel}', [list(col) for col in zip(*rows)], step=f"insert {table}")
+
+    def _registered_many(self, stage: str, keys: Sequence[str]) -> dict[str, dict]:
+        rows = self.sql(
+            "SELECT path, file_id, sha256 FROM files WHERE stage = ? AND path IN (SELECT unnest(?::VARCHAR[]))",
+            [stage, list(keys)], step="registered files",
+        )
+        return {path: {"file_id": fid, "sha256": sha} for path, fid, sha in rows}
+
+    def _forget_files(self, file_ids: list[int]) -> None:
+        """:meth:`_forget_file` for many files at once."""
+        for name, sch in self.schemas.items():
+            if "file_id" in sch.names and name != "files":
+                self.sql(f'DELETE FROM "{name}" WHERE file_id IN (SELECT unnest(?::BIGINT[]))', [file_ids],
+                         step=f"forget files in {name}")
+        self.sql("DELETE FROM files WHERE file_id IN (SELECT unnest(?::BIGINT[]))", [file_ids], step="forget files")
 
     def quarantine(self, stage: str, source_file: str, rejects: Iterable[Rejected], *, file_id: int | None = None) -> int:
         rows = [

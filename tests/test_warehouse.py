@@ -104,3 +104,73 @@ def test_sql_errors_name_the_step(wh):
     with pytest.raises(EngineError, match="my step") as exc:
         wh.sql("select * from missing_table", step="my step")
     assert "missing_table" in str(exc.value)
+
+
+def _batch_loader(rows, rejects_for=None):
+    def load(items):
+        return [_inv_loader(rows, (rejects_for or {}).get(path.name, ()))(path, fid) for path, fid in items]
+    return load
+
+
+def test_batch_registers_each_file_skips_unchanged_and_replaces_changed(wh, tmp_path):
+    files = [tmp_path / f"f{i}.csv" for i in range(3)]
+    for i, f in enumerate(files):
+        f.write_text(f"v1 {i}")
+    res = wh.ingest_batch("inventory", files, _batch_loader(2, {"f1.csv": [Rejected(4, "bad", "x, y")]}))
+    assert [r.status for r in res] == ["loaded"] * 3
+    assert wh.sql("select path, rows_read, rows_loaded, rows_quarantined from files order by path") == [
+        (str(files[0]), 2, 2, 0), (str(files[1]), 3, 2, 1), (str(files[2]), 2, 2, 0)]
+    ids = dict(wh.sql("select path, file_id from files"))
+    assert len(set(ids.values())) == 3
+    assert wh.sql("select file_id, count(*) from inventory group by all order by 1") == [(i, 2) for i in sorted(ids.values())]
+    assert wh.sql("select file_id, line_no, source_file from quarantine") == [(ids[str(files[1])], 4, str(files[1]))]
+
+    files[1].write_text("v2")
+    seen = []
+
+    def loader(items):
+        seen.extend(p for p, _ in items)
+        return _batch_loader(5)(items)
+
+    res = wh.ingest_batch("inventory", files, loader)
+    assert [r.status for r in res] == ["unchanged", "reloaded", "unchanged"] and seen == [files[1]]
+    assert wh.scalar("select count(*) from inventory") == 2 + 5 + 2  # old rows replaced, not added
+    assert wh.scalar("select count(*) from quarantine") == 0 and wh.scalar("select count(*) from files") == 3
+
+
+def test_crash_mid_batch_leaves_none_of_it_loaded(wh, tmp_path):
+    files = [tmp_path / f"f{i}.csv" for i in range(3)]
+    for f in files:
+        f.write_text("v1")
+    wh.ingest_batch("inventory", files[:1], _batch_loader(2))
+    files[0].write_text("v2")  # a changed file whose old rows must survive the crash
+
+    def crashing(items):
+        out = []
+        for k, (path, fid) in enumerate(items):
+            if k == 2:
+                raise KeyboardInterrupt("killed halfway through the batch")
+            wh.insert("inventory", pl.DataFrame({"serial": ["X"], "host": ["h"], "file_id": [fid]}))
+            out.append(Loaded({}, rows_read=1, rows_loaded=1))
+        return out
+
+    with pytest.raises(KeyboardInterrupt):
+        wh.ingest_batch("inventory", files, crashing)
+    assert wh.sql("select path from files") == [(str(files[0]),)]
+    assert wh.scalar("select count(*) from inventory") == 2 and wh.scalar("select count(*) from inventory where serial = 'X'") == 0
+    res = wh.ingest_batch("inventory", files, _batch_loader(4))
+    assert [r.status for r in res] == ["reloaded", "loaded", "loaded"]
+    assert wh.scalar("select count(*) from inventory") == 12
+
+
+def test_batch_counts_must_reconcile_per_file(wh, tmp_path):
+    files = [tmp_path / f"f{i}.csv" for i in range(2)]
+    for f in files:
+        f.write_text("x")
+
+    def one_liar(items):
+        return [Loaded({}, rows_read=1, rows_loaded=1), Loaded({}, rows_read=10, rows_loaded=3)]
+
+    with pytest.raises(FleetfaultError, match="f1.csv: counts do not reconcile"):
+        wh.ingest_batch("inventory", files, one_liar)
+    assert wh.scalar("select count(*) from files") == 0

@@ -24,8 +24,9 @@ import duckdb
 import polars as pl
 
 from pipeline.ingest import smi_facts
+from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, header_fields, marker_sql, parse_fields
-from pipeline.ingest.smi_read import BLANK_CHARS, ExactRead, Segment, csv_source, first_line, read_exact, scratch
+from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -241,17 +242,15 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
             loaded = Loaded(rows_read=out.rows_read, rows_loaded=good,
                             rows_skipped=out.rows_skipped, rejects=out.rejects)
             last = out.last_fields
-        frame = _finish(con, hourly, file_id, host, tz)
+        if hourly is None or hourly.is_empty():
+            frame = finish_hourly(con, None, host, tz)
+        else:
+            con.register("agg", hourly)
+            frame = finish_hourly(con, f"(SELECT *, {int(file_id)}::BIGINT AS file_id FROM agg)", host, tz)
     finally:
         con.close()
-    headers = pl.DataFrame({"file_id": [file_id], "host": [host],
-                            "last_fields": [", ".join(_cell(f) for f in last) if last else None]})
-    loaded.tables = {"smi_hourly": frame, "smi_headers": headers}
+    loaded.tables = {"smi_hourly": frame, "smi_headers": headers_frame(file_id, host, last)}
     return loaded, last
-
-
-def _cell(f: Field) -> str:
-    return f"{f.name} [{f.unit}]" if f.unit else f.name
 
 
 def _fast_path(con, path: Path, fields: list[Field], skip: int):
@@ -275,44 +274,10 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int):
         return None
     if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
         return None
-    rejects = []
-    n = len(fields)
-    for line_no, kind, raw in found:
-        raw = (raw or "").strip("\r\n")
-        cells = len(raw.split(","))
-        if (kind not in ("MISSING COLUMNS", "TOO MANY COLUMNS") or cells == n or "\ufffd" in raw
-                or not raw.strip(BLANK_CHARS) or header_fields(raw) is not None):
-            return None
-        reason = "truncated_line" if cells < n else "extra_fields"
-        detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
-        rejects.append(Rejected(int(line_no), reason, raw, detail))
-    if len({r.line_no for r in rejects}) != len(rejects):
+    rejects = judge_rejects(found, len(fields))
+    if rejects is None:
         return None
     return rows, int(rows["samples"].sum()), rejects
-
-
-def _finish(con, hourly: pl.DataFrame | None, file_id: int, host: str, tz: str) -> pl.DataFrame:
-    from pipeline.schemas import schema
-
-    cols = schema("smi_hourly").names
-    if hourly is None or hourly.is_empty():
-        types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
-        return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in schema("smi_hourly").columns})
-    con.register("agg", hourly)
-    try:
-        df = con.sql(smi_facts.finish_hourly_sql("agg")).pl()
-    finally:
-        con.unregister("agg")
-    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
-    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
-    df = df.with_columns(
-        hour=hour_utc,
-        ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
-        ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
-        file_id=pl.lit(file_id, pl.Int64),
-        host=pl.coalesce(pl.col("line_host"), pl.lit(host)),  # the line names its host, else the folder
-    )
-    return df.select([c for c in cols])
 
 
 # -- the stage ---------------------------------------------------------------------------
@@ -383,9 +348,59 @@ def run(ctx) -> None:
             keep_samples(path, samples_root, host=host, tz=tz, fields=fields)
         return loaded
 
-    ctx.ingest_files(STAGE, [p for p, _, _ in plan], loader)
+    if samples_root is not None:  # clean samples are written file by file
+        ctx.ingest_files(STAGE, [p for p, _, _ in plan], loader)
+    else:
+        _ingest_batched(ctx, plan, sites, before, state)
     n = recompute_gpu_days(wh)
     ctx.report(STAGE).rows_out = n
+
+
+def _ingest_batched(ctx, plan, sites, before, state) -> None:
+    """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
+    :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each)."""
+    chunks: list[list[tuple[Path, str, Path | None]]] = []
+    for entry in plan:
+        if chunks and chunks[-1][0][1] == entry[1] and len(chunks[-1]) < BATCH_FILES:
+            chunks[-1].append(entry)
+        else:
+            chunks.append([entry])
+    rep = ctx.report(STAGE)
+    for chunk in ctx.track(chunks, f"{STAGE}: file batches"):
+        host = chunk[0][1]
+        tz = ctx.cfg.site_tz(sites.get(host))
+        prev_of = {path: prev for path, _, prev in chunk}
+
+        def single(path: Path, file_id: int, fields, host=host, tz=tz):
+            loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields)
+            return loaded, last or configured_fields(ctx.cfg, host)
+
+        def loader(items: list[tuple[Path, int]], host=host, tz=tz, prev_of=prev_of) -> list[Loaded]:
+            out: list[Loaded] = []
+            # Unchanged files are not handed over: a run of consecutive files starts from
+            # the field list its predecessor ended with (loaded now, or in the registry).
+            runs: list[list[tuple[Path, int]]] = []
+            for path, fid in items:
+                if runs and prev_of[path] == runs[-1][-1][0]:
+                    runs[-1].append((path, fid))
+                else:
+                    runs.append([(path, fid)])
+            for run_items in runs:
+                fields = before(host, prev_of[run_items[0][0]])
+                for (path, _), (loaded, last) in zip(
+                    run_items, load_files(run_items, host=host, tz=tz, fields=fields, single=single)
+                ):
+                    state[path] = last
+                    out.append(loaded)
+            return out
+
+        paths = [path for path, _, _ in chunk]
+        for res in ctx.wh.ingest_batch(STAGE, paths, loader, keys=[ctx.file_key(p) for p in paths]):
+            rep.files += 1
+            rep.unchanged += res.status == "unchanged"
+            rep.rows_read += res.rows_read
+            rep.rows_loaded += res.rows_loaded
+            rep.rows_quarantined += res.rows_quarantined
 
 
 def keep_samples(path: Path, root: Path, *, host: str, tz: str, fields: list[Field] | None) -> int:
@@ -396,7 +411,7 @@ def keep_samples(path: Path, root: Path, *, host: str, tz: str, fields: list[Fie
     name = f"{host}__{path.name}.parquet"
     for old in root.glob(f"day=*/{name}"):
         old.unlink()
-    df, _ = parse_smi_files([path], host=host, tz=tz, fields=[_cell(f) for f in fields] if fields else None)
+    df, _ = parse_smi_files([path], host=host, tz=tz, fields=[cell(f) for f in fields] if fields else None)
     df = df.filter(pl.col("ts").is_not_null())
     for (day,), part in df.group_by(pl.col("ts").dt.date().alias("day")):
         out = root / f"day={day.isoformat()}"

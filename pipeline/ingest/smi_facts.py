@@ -95,8 +95,12 @@ def cleaned_cols(fields: list[Field]) -> str:
     return ", ".join([f"c{i}" for i in _strict(fields)] + [f"v{i}" for i in _strict(fields)]) or "NULL AS _none"
 
 
-def hourly_sql(fields: list[Field], src: str) -> str:
-    """One pass over ``src``: partial hourly facts per raw GPU identity and local hour.
+def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[str] | None = None) -> str:
+    """One pass over ``src``: partial hourly facts per raw GPU identity and local hour
+    (and per ``filename`` with ``by_file``: ``src`` reads many files).
+
+    ``header`` (the header's cells): lines repeating it exactly (a restarted logger
+    appends its header) are grouped apart, flagged ``_hdr``, instead of counting as bad.
 
     ``_bad`` counts the group's rows with an unreadable value in a field the facts use: the
     fast path gives up on a file where it is not 0 (the exact path quarantines those rows
@@ -119,8 +123,14 @@ def hourly_sql(fields: list[Field], src: str) -> str:
             f"arg_min({v}, ts) FILTER ({v} IS NOT NULL) AS {name}_first, "
             f"arg_max({v}, ts) FILTER ({v} IS NOT NULL) AS {name}_last, max({v}) AS {name}_max"
         )
+    file_col = "filename, " if by_file else ""
+    outer, hdr = file_col, ""
+    if header:
+        same = " AND ".join(f"c{i} = '{h.replace(chr(39), chr(39) * 2)}'" for i, h in enumerate(header))
+        hdr = f"(CASE WHEN c0 = 'timestamp' THEN {same} ELSE false END) AS _hdr, "
+        outer += "_hdr, "
     return f"""
-SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, {bad} AS _bad,
+SELECT {outer}r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, {bad} AS _bad,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   count(m_temp) AS temp_n, sum(m_temp) AS temp_sum, sum(m_temp * m_temp) AS temp_sumsq,
   min(m_temp) AS temp_min, max(m_temp) AS temp_max, max(m_mem_temp) AS mem_temp_max,
@@ -141,8 +151,8 @@ SELECT r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, {bad} AS _ba
   max(m_rr_uncorr) AS remapped_rows_uncorrectable_max,
   min(m_pcie_width) AS pcie_width_min, max(m_pcie_width_max) AS pcie_width_max_reported
 FROM (
-  SELECT {raw_ids}, {ts} AS ts, {inner}, {cleaned_cols(fields)}
-  FROM {cleaned_sql(fields, src)}
+  SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {cleaned_cols(fields)}
+  FROM {cleaned_sql(fields, src, extra=file_col)}
 )
 GROUP BY ALL
 """

@@ -1,0 +1,232 @@
+"""Hourly facts of many telemetry files of one host in one DuckDB pass.
+
+Reads: a host's new or changed nvidia-smi logs, in rotation order. Writes (returned, for
+:meth:`Warehouse.ingest_batch`): one :class:`Loaded` per file, with that file's
+``smi_hourly`` and ``smi_headers`` rows, counts and quarantined lines.
+
+Fleets write one small file per host and day, so the cost that matters is per file, not
+per row. Files that share a layout (field list, header or not, delimiter, line ends,
+compression) are read by one ``read_csv([...], filename=true)`` and aggregated by file,
+GPU and hour in the same statement; the per-file fast-path checks of
+:func:`pipeline.ingest.smi.load_file` are then made per file from that one result. A file
+that fails them (quirks: repeated headers, unreadable values, bad bytes) is loaded alone
+by :func:`~pipeline.ingest.smi.load_file`, line by line, with the field list in force.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.ingest import smi_facts
+from pipeline.ingest.smi_fields import Field, header_fields
+from pipeline.ingest.smi_read import csv_source, open_binary, scratch
+from pipeline.timeutil import local_to_utc_expr
+from pipeline.warehouse import Loaded, Rejected
+
+log = logging.getLogger(__name__)
+
+#: Files per DuckDB statement: large enough that fixed costs vanish, small enough that
+#: one batch's hourly rows stay a few MB.
+BATCH_FILES = 256
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What files must share to be read by one ``read_csv``."""
+
+    fields: tuple[Field, ...]
+    skip: int  # 1: the first line is a header
+    delim: str
+    crlf: bool
+    gzip: bool
+    header: tuple[str, ...]  # the header's cells as written (repeated headers must match them)
+
+
+def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[Field] | None]:
+    """The file's layout under the field list in force (None: it needs the exact path), and
+    its header's fields (None when headerless)."""
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with open_binary(path) as f:
+            raw = f.readline(1 << 20)
+    except (OSError, EOFError):
+        return None, None
+    line = raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+    hf = header_fields(line)
+    fields = hf or current
+    if not fields or "timestamp" not in [f.name for f in fields]:
+        return None, hf
+    delim = ", " if ", " in line else ","
+    header = tuple(line.split(delim)) if hf else tuple(cell(f) for f in fields)
+    return Layout(tuple(fields), 1 if hf else 0, delim, raw.endswith(b"\r\n"), gz, header), hf
+
+
+def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
+    """Quarantine rows for DuckDB's rejected lines of one file, or None when one of them is
+    something the exact path must judge (only cell-count errors are taken here)."""
+    from pipeline.ingest.smi_read import BLANK_CHARS
+
+    rejects = []
+    for line_no, kind, raw in found:
+        raw = (raw or "").strip("\r\n")
+        cells = len(raw.split(","))
+        if (kind not in ("MISSING COLUMNS", "TOO MANY COLUMNS") or cells == n or "\ufffd" in raw
+                or not raw.strip(BLANK_CHARS) or header_fields(raw) is not None):
+            return None
+        reason = "truncated_line" if cells < n else "extra_fields"
+        detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
+        rejects.append(Rejected(int(line_no), reason, raw, detail))
+    if len({r.line_no for r in rejects}) != len(rejects):
+        return None
+    return rejects
+
+
+def fast_batch(con, items: list[tuple[Path, int]], lay: Layout, *, host: str, tz: str) -> list[tuple[Loaded, pl.DataFrame] | None]:
+    """Each file's (counts and rejects, hourly rows), or None for a file that needs the
+    exact path. One DuckDB statement for the lot; a failing statement is split in halves.
+    ``con`` is a scratch connection (:func:`~pipeline.ingest.smi_read.scratch`)."""
+    try:
+        return _fast_batch(con, items, lay, host=host, tz=tz)
+    except duckdb.Error as exc:
+        if len(items) == 1:
+            log.info("%s: fast path declined (%s); reading line by line", items[0][0], exc)
+            return [None]
+    half = len(items) // 2
+    return fast_batch(con, items[:half], lay, host=host, tz=tz) + fast_batch(con, items[half:], lay, host=host, tz=tz)
+
+
+def _fast_batch(con, items, lay: Layout, *, host: str, tz: str):
+    fields = list(lay.fields)
+    paths = [str(p) for p, _ in items]
+    src = csv_source(paths, len(fields), lay.skip, lay.delim, gzip=lay.gzip)
+    con.execute("DROP TABLE IF EXISTS agg")
+    con.execute(f"CREATE TEMP TABLE agg AS {smi_facts.hourly_sql(fields, src, by_file=True, header=list(lay.header))}")
+    per_file = {
+        name: (bad, n, headers)
+        for name, bad, n, headers in con.execute(
+            "SELECT filename, coalesce(sum(_bad) FILTER (NOT _hdr), 0) + count(*) FILTER (hour_local IS NULL AND NOT _hdr), "
+            "coalesce(sum(samples) FILTER (NOT _hdr), 0), coalesce(sum(samples) FILTER (_hdr), 0) FROM agg GROUP BY filename"
+        ).fetchall()
+    }
+    scan = con.execute("SELECT max(scan_id) FROM reject_scans").fetchall()[0][0]
+    found: dict[str, list[tuple]] = {}
+    for name, line, kind, raw in con.execute(
+        "SELECT DISTINCT s.file_path, e.line, e.error_type, e.csv_line FROM reject_errors e "
+        "JOIN reject_scans s USING (scan_id, file_id) WHERE scan_id = ? ORDER BY 1, 2", [scan]
+    ).fetchall():
+        found.setdefault(name, []).append((line, kind, raw))
+    out: list[tuple[Loaded, int] | None] = []
+    ok: list[tuple[str, int]] = []
+    for (path, file_id), name in zip(items, paths):
+        bad, n, headers = per_file.get(name, (0, 0, 0))
+        rejects = judge_rejects(found.get(name, []), len(fields)) if not bad else None
+        if rejects is None:
+            out.append(None)
+            continue
+        n = int(n or 0)
+        skipped = lay.skip + int(headers)  # repeated header lines are skipped, as the exact path does
+        out.append((Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=skipped, rejects=rejects), file_id))
+        ok.append((name, file_id))
+    if ok:
+        con.register("ids", pl.DataFrame({"filename": [a for a, _ in ok], "file_id": [b for _, b in ok]},
+                                         schema={"filename": pl.Utf8, "file_id": pl.Int64}))
+        hourly = finish_hourly(con, "(SELECT agg.* EXCLUDE (_hdr), ids.file_id FROM agg JOIN ids USING (filename) WHERE NOT _hdr)", host, tz)
+        parts = hourly.partition_by("file_id", as_dict=True)
+    else:
+        parts = {}
+    empty = finish_hourly(con, None, host, tz)
+    return [None if r is None else (r[0], parts.get((r[1],), empty)) for r in out]
+
+
+def finish_hourly(con, src: str | None, host: str, tz: str) -> pl.DataFrame:
+    """``smi_hourly`` rows from partial aggregates ``src`` (a relation with ``file_id``):
+    clean identities, within-hour counter deltas, local hours to UTC. None: no rows."""
+    from pipeline.schemas import schema
+
+    cols = schema("smi_hourly")
+    if src is None:
+        types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
+        return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in cols.columns})
+    df = con.sql(smi_facts.finish_hourly_sql(src)).pl()
+    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
+    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
+    df = df.with_columns(
+        hour=hour_utc,
+        ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
+        ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
+        file_id=pl.col("file_id").cast(pl.Int64),
+        host=pl.coalesce(pl.col("line_host"), pl.lit(host)),  # the line names its host, else the folder
+    )
+    return df.select(cols.names)
+
+
+def cell(f: Field) -> str:
+    """A field as a header cell: ``memory.used [MiB]``."""
+    return f"{f.name} [{f.unit}]" if f.unit else f.name
+
+
+def headers_frame(file_id: int, host: str, last: list[Field] | tuple | None) -> pl.DataFrame:
+    """The ``smi_headers`` row of a file: the field list it ends with."""
+    return pl.DataFrame({"file_id": [file_id], "host": [host],
+                         "last_fields": [", ".join(cell(f) for f in last) if last else None]},
+                        schema={"file_id": pl.Int64, "host": pl.Utf8, "last_fields": pl.Utf8})
+
+
+def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: list[Field] | None,
+               single: Callable) -> list[tuple[Loaded, list[Field] | None]]:
+    """Hourly facts of consecutive files of one host (rotation order), batched by layout.
+
+    ``fields`` is the field list in force before the first file; ``single(path, file_id,
+    fields)`` loads one file the exact way and returns ``(Loaded, fields after it)``.
+    Returns, per file, its :class:`Loaded` and the field list in force after it.
+    """
+    con = scratch()
+    try:
+        return _load_files(con, items, host=host, tz=tz, fields=fields, single=single)
+    finally:
+        con.close()
+
+
+def _load_files(con, items, *, host, tz, fields, single):
+    results: list = [None] * len(items)
+    current = fields
+    i = 0
+    while i < len(items):
+        lay, _ = probe(items[i][0], current)
+        if lay is None:
+            results[i] = single(*items[i], current)
+            current = results[i][1]
+            i += 1
+            continue
+        j = i + 1
+        while j < len(items) and j - i < BATCH_FILES and probe(items[j][0], list(lay.fields))[0] == lay:
+            j += 1
+        flds = list(lay.fields)
+        for k, res in zip(range(i, j), fast_batch(con, items[i:j], lay, host=host, tz=tz)):
+            # A headerless file's fast result assumed the batch's fields: true while every
+            # file before it ended with them.
+            if res is not None and (lay.skip or current == flds):
+                loaded, hourly = res
+                loaded.tables = {"smi_hourly": hourly}
+                results[k] = (loaded, flds)
+                current = flds
+            else:
+                results[k] = single(*items[k], current)
+                current = results[k][1]
+        i = j
+    # One smi_headers frame for the files read in batches, a one-row slice each.
+    fast = [k for k, (loaded, _) in enumerate(results) if "smi_headers" not in loaded.tables]
+    if fast:
+        heads = pl.DataFrame({"file_id": [items[k][1] for k in fast], "host": host,
+                              "last_fields": [", ".join(cell(f) for f in results[k][1]) for k in fast]},
+                             schema={"file_id": pl.Int64, "host": pl.Utf8, "last_fields": pl.Utf8})
+        for row, k in enumerate(fast):
+            results[k][0].tables["smi_headers"] = heads.slice(row, 1)
+    return results
