@@ -1,0 +1,98 @@
+"""Many small telemetry files read in batches give what reading them one by one gives."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.ingest import smi
+from pipeline.ingest.smi import load_file
+from pipeline.ingest.smi_batch import load_files
+from tests.test_smi import HEADER, _ctx, line, write
+
+SHORT = "timestamp, index, serial, temperature.gpu [C], ecc.errors.corrected.volatile.total"
+SUMS = ["samples", "temp_n", "temp_sum", "temp_max", "power_sum", "throttle_power", "ecc_corrected_delta"]
+
+
+def _day(d: int, hours=(22, 23), temp=45) -> list[str]:
+    return [line(ts=f"2026/07/{d:02d} {h:02d}:{m:02d}:00.000", idx=i, temp=str(temp + m % 7), ecc=str(m // 20))
+            for h in hours for m in range(0, 60, 20) for i in (0, 1)]
+
+
+def _short(d: int) -> list[str]:
+    return [f"2026/07/{d:02d} 10:{m:02d}:00.000, 0, SN0, {40 + m % 5}, {m // 10}" for m in range(0, 60, 15)]
+
+
+def _host_files(root):
+    h = root / "h1"
+    return [
+        write(h / "a01.csv", HEADER, *_day(1)),
+        write(h / "a02.csv", HEADER, *_day(2, (22,)), HEADER, *_day(2, (23,))),  # logger restarted
+        write(h / "a03.csv", *_day(3)),  # copytruncate: continues the header
+        write(h / "a04.csv", HEADER, *_day(4)[:3], line(ts="2026/07/04 23:59:00.000", temp="hot"), *_day(4)[3:]),
+        write(h / "a05.csv", *_day(5)),
+        write(h / "a06.csv.gz", HEADER, *_day(6), gz=True),
+        write(h / "a07.csv", SHORT, *_short(7)),  # the query changed
+        write(h / "a08.csv", *_short(8)),
+        write(h / "a09.csv", HEADER, *_day(9), end="\r\n"),
+        write(h / "a10.csv", HEADER),  # header only
+        write(h / "a11.csv", HEADER, *_day(11), line()[:40]),  # killed mid-line
+        write(h / "a12.csv", *_day(12), SHORT, *_short(12)),  # headerless, the query changed mid-file
+        write(h / "a13.csv", *_short(13)),  # so this one continues the short header
+    ]
+
+
+def _facts(loaded) -> pl.DataFrame:
+    df = loaded.tables["smi_hourly"]
+    return df.group_by("file_id", "gpu_index", "hour").agg(pl.col(c).sum() for c in SUMS).sort(pl.all())
+
+
+def test_batches_match_file_by_file(tmp_path):
+    files = _host_files(tmp_path)
+    items = [(p, k) for k, p in enumerate(files, 1)]
+    one_by_one, fields = [], None
+    for path, fid in items:
+        loaded, fields = load_file(path, fid, host="h1", tz="Asia/Shanghai", fields=fields)
+        one_by_one.append((loaded, fields))
+    slow = []
+
+    def single(path, file_id, flds):
+        slow.append(path.name)
+        return load_file(path, file_id, host="h1", tz="Asia/Shanghai", fields=flds)
+
+    batched = load_files(items, host="h1", tz="Asia/Shanghai", fields=None, single=single)
+    # line by line: an unreadable value, a header change, and the file that continues the new header
+    assert slow == ["a04.csv", "a12.csv", "a13.csv"]
+    for (path, _), (a, fa), (b, fb) in zip(items, one_by_one, batched):
+        assert (b.rows_read, b.rows_loaded, b.rows_skipped) == (a.rows_read, a.rows_loaded, a.rows_skipped), path.name
+        assert [(r.line_no, r.reason, r.raw) for r in b.rejects] == [(r.line_no, r.reason, r.raw) for r in a.rejects]
+        assert b.rows_read == b.rows_loaded + len(b.rejects)
+        assert fb == fa
+        assert _facts(b).equals(_facts(a)), path.name
+        assert b.tables["smi_headers"].rows() == a.tables["smi_headers"].rows()
+    assert [b.rows_skipped for b, _ in batched][:3] == [1, 2, 0]
+    assert sum(b.rows_loaded for b, _ in batched) == 12 * 9 + 4 * 4
+    assert [r.reason for b, _ in batched for r in b.rejects] == ["bad_value", "truncated_line"]
+
+
+def test_stage_reloads_a_changed_headerless_file_between_unchanged_ones(tmp_path, wh):
+    data = tmp_path / "data"
+    files = _host_files(data / "telemetry")
+    (data / "inventory.csv").write_text("serial,model,vendor,host,slot,site,batch,installed_at,removed_at\n")
+    ctx = _ctx(tmp_path, wh, data)
+    smi.run(ctx)
+    first = wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all())
+    rep = ctx.report("smi")
+    assert rep.files == len(files) and rep.rows_quarantined == 2
+    assert wh.sql("SELECT sum(rows_read) = sum(rows_loaded + rows_quarantined), count(*) FROM files") == [(True, 13)]
+
+    write(files[4], *_day(5)[:2])  # a05: headerless, its neighbours unchanged
+    ctx2 = _ctx(tmp_path, wh, data)
+    smi.run(ctx2)
+    rep2 = ctx2.report("smi")
+    assert (rep2.unchanged, rep2.rows_loaded) == (12, 2)
+    reloaded = wh.sql("SELECT h.samples FROM smi_hourly h JOIN files f USING (file_id) WHERE f.path LIKE '%a05.csv'")
+    assert sum(r[0] for r in reloaded) == 2
+    assert wh.scalar("SELECT count(*) FROM files") == 13
+    write(files[4], *_day(5))
+    smi.run(_ctx(tmp_path, wh, data))
+    assert wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all()).equals(first)
