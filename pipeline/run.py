@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.config import Config
-from pipeline.errors import UsageError
+from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.warehouse import FileResult, Loaded, Warehouse
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,21 @@ STAGES: list[tuple[str, str]] = [
     ("predict", "pipeline.predict.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
+
+
+class StageFailed(FleetfaultError):
+    """A stage stopped the run: one line naming the stage and the cause (details with ``-v``)."""
+
+    def __init__(self, stage: str, cause: BaseException):
+        self.stage, self.cause = stage, cause
+        self.exit_code = getattr(cause, "exit_code", 2)
+        first = (str(cause).strip().splitlines() or [""])[0]
+        super().__init__(f"stage {stage} failed ({type(cause).__name__}: {first}); the stages before it were "
+                         f"saved, the later ones did not run; `fleetfault run -v` shows the details")
+
+
+#: Errors that already say in one line what the user must change: passed through as they are.
+_USER_ERRORS = (UsageError, ConfigError, DependencyMissing)
 
 
 @dataclass
@@ -137,7 +152,14 @@ def run_pipeline(
                 if stages and name not in stages:
                     continue
                 t0 = time.perf_counter()
-                resolve_stage(target)(ctx)
+                try:
+                    resolve_stage(target)(ctx)
+                except _USER_ERRORS:
+                    raise
+                except Exception as exc:  # a bug or a broken input: one line, the details in the log
+                    log.info("stage %s failed", name, exc_info=exc)
+                    ctx.note(name, f"failed: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+                    raise StageFailed(name, exc) from exc
                 ctx.report(name).seconds = round(time.perf_counter() - t0, 3)
                 _write_stage_report(Path(out_dir), ctx.report(name))
             reports = list(ctx.reports.values())

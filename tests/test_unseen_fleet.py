@@ -154,7 +154,7 @@ def test_zero_failures_are_reported_as_such(quiet_fleet):
         assert failures == 0 and pct == 0 and lo == 0, dim
         assert hi is not None and math.isfinite(hi) and hi > 0, dim
     window = [n for n in _notes(tmp, "stats") if "window" in n]
-    assert window and "2025-05-01..2025-05-12" in window[0] and "0 failures" in window[0]
+    assert window and "2025-05-01..2025-05-12" in window[0] and "no failures" in window[0]
 
 
 @pytest.mark.parametrize("which", ["quiet_fleet", "failing_fleet"])
@@ -244,3 +244,43 @@ def test_a_registry_without_host_is_a_usage_error(tmp_path):
     path.write_text("serial,model\nS1,H100\n")
     assert main(["run", "--data", str(path.parent), "--warehouse", str(tmp_path / "w.duckdb"),
                  "--out", str(tmp_path / "out"), "-q", "--stage", "inventory"]) == 2
+
+
+@pytest.mark.parametrize(("keep", "stats_says", "predict_says"), [
+    ([], "no data yet", "no telemetry or Xid data yet"),
+    (["kernel"], "no inventory GPU in service", "no inventory GPU matches"),
+])
+def test_a_layout_with_parts_missing(tmp_path, keep, stats_says, predict_says):
+    import shutil
+
+    data = fleet.build(tmp_path, minimal_query=False)
+    for part in ("inventory.csv", "telemetry", "kernel", "tickets"):
+        if part not in keep:
+            shutil.rmtree(data / part) if (data / part).is_dir() else (data / part).unlink()
+    assert _run(tmp_path, data, None) == 0
+    assert (tmp_path / "out" / "report.html").stat().st_size > 0
+    assert (tmp_path / "out" / "metrics" / "predict.json").exists()
+    assert stats_says in " ".join(_notes(tmp_path, "stats"))
+    assert predict_says in " ".join(_notes(tmp_path, "predict"))
+
+
+def _broken_stage(ctx) -> None:
+    raise TypeError("csv_source() got an unexpected keyword argument 'crlf'")
+
+
+def test_a_broken_stage_stops_the_run_with_one_line(tmp_path, monkeypatch, capsys):
+    import pipeline.run
+
+    monkeypatch.setattr(pipeline.run, "STAGES", [("inventory", "pipeline.ingest.inventory:run"),
+                                                  ("smi", "tests.test_unseen_fleet:_broken_stage"),
+                                                  ("report", "pipeline.report.stage:run")])
+    data = fleet.build(tmp_path, minimal_query=False)
+    assert _run(tmp_path, data, None) == 2
+    err = capsys.readouterr().err.strip()
+    assert "stage smi failed (TypeError: csv_source()" in err and "Traceback" not in err
+    assert len(err.splitlines()) <= 3  # one line, wrapped by the console at most
+    with _con(tmp_path) as con:
+        assert con.sql("SELECT status FROM runs")[0][0] == "failed"
+        assert con.sql("SELECT count(*) FROM inventory")[0][0] == 17  # the stage before it was kept
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert "failed: TypeError" in " ".join(_notes(tmp_path, "smi"))

@@ -33,7 +33,12 @@ def run(ctx) -> None:
     rep = ctx.report("predict")
     n = build_features(wh, cfg)
     if n == 0:
-        ctx.note("predict", "no telemetry or Xid data yet: nothing to predict")
+        if data_range(wh) is None:
+            ctx.note("predict", "no telemetry or Xid data yet: nothing to predict")
+        else:
+            ctx.note("predict", "no inventory GPU matches the telemetry or Xid data: nothing to predict "
+                                "(the list ranks inventory.csv's GPUs in service)")
+        write_placeholder(ctx.out_dir, rep.notes)
         return
     mdir = models_dir(cfg, wh.path)
     if cfg.predict.retrain:

@@ -93,7 +93,7 @@ def compute(engine, scfg) -> tuple[dict[str, pl.DataFrame], dict]:
         "afr_ci_low_pct": _round(fleet["afr_ci_low_pct"][0]) if fleet.height else None,
         "afr_ci_high_pct": _round(fleet["afr_ci_high_pct"][0]) if fleet.height else None,
         "flagged_groups": int(flagged["flagged"].sum() or 0),
-        "flagged": [s for s in flagged.filter(pl.col("flagged"))["sentence"].to_list()],
+        "flagged": flagged.filter(pl.col("flagged").cast(pl.Boolean).fill_null(False))["sentence"].to_list(),
         "tickets_closed_before_opened": negative,
         "failures_outside_exposure": int(tables["failures"].height - int(frame["failed"].sum() or 0)),
     }
@@ -102,6 +102,17 @@ def compute(engine, scfg) -> tuple[dict[str, pl.DataFrame], dict]:
 
 def _round(x):
     return None if x is None else round(float(x), 3)
+
+
+def window_note(metrics: dict) -> str:
+    """One line on what the rates cover; says plainly when there is nothing to count."""
+    if metrics["window_source"] == "empty":
+        return "no data yet (no inventory, telemetry, kernel logs or tickets): no failure rates"
+    span = f"window {metrics['window_start']}..{metrics['window_end']} ({metrics['window_source']})"
+    if not metrics["gpus"]:
+        return f"{span}: no inventory GPU in service in it, so no failure rates (they count inventory.csv's GPUs)"
+    found = f"{metrics['failures']} failures" if metrics["failures"] else "no failures (each rate is 0, with an upper bound)"
+    return f"{span}: {metrics['gpus']} GPUs, {metrics['gpu_days']:.0f} GPU-days, {found}"
 
 
 def run(ctx) -> None:
@@ -116,8 +127,7 @@ def run(ctx) -> None:
     folder = ctx.out_dir / "metrics"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "stats.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    ctx.note(STAGE, f"window {metrics['window_start']}..{metrics['window_end']} ({metrics['window_source']}): "
-                    f"{metrics['gpus']} GPUs, {metrics['gpu_days']:.0f} GPU-days, {metrics['failures']} failures")
+    ctx.note(STAGE, window_note(metrics))
     for sentence in metrics["flagged"]:
         ctx.note(STAGE, sentence)
     if metrics["failures_outside_exposure"]:
