@@ -53,7 +53,7 @@ def test_units_markers_words_masks_and_identity(tmp_path):
     assert r0["host"] == "h1" and r0["gpu_index"] == 0 and r0["name"] == "NVIDIA H100 80GB HBM3"
     assert r0["pci_bus_id"] == "0000:18:00.0" and r1["pci_bus_id"] == "0000:19:00.0"
     assert r0["power_draw"] == pytest.approx(627.40) and r0["memory_used"] == 1234 and r0["utilization_gpu"] == 45
-    assert r0["clocks_sm"] == 1980 if "clocks_sm" in df.columns else r0["clocks_current_sm"] == 1980
+    assert r0["clocks_sm"] == 1980
     assert r0["fan_speed"] is None and r1["temperature_gpu"] is None and r1["power_draw"] is None
     assert r0["clocks_throttle_reasons_active"] == 4 and r1["clocks_throttle_reasons_active"] == 0x60
     assert r0["remapped_rows_pending"] == 0 and r1["remapped_rows_pending"] == 1 and r0["ecc_mode_current"] == 1
@@ -61,9 +61,17 @@ def test_units_markers_words_masks_and_identity(tmp_path):
     assert r1["serial"] is None
 
 
-def test_query_aliases_name_columns_as_the_header_does():
+def test_documented_aliases_take_the_short_query_name():
     assert [f.column for f in parse_fields("timestamp,gpu_name,gpu_bus_id,clocks.sm,memory.used")] == [
-        "ts", "name", "pci_bus_id", "clocks_current_sm", "memory_used"]
+        "ts", "name", "pci_bus_id", "clocks_sm", "memory_used"]
+    header = header_fields("timestamp, name, pci.bus_id, clocks.current.sm [MHz], clocks.current.memory [MHz], "
+                           "clocks.current.graphics [MHz], clocks.current.video [MHz], "
+                           "retired_pages.single_bit_ecc.count, clocks_throttle_reasons.active, "
+                           "clocks_event_reasons.active")
+    assert [f.column for f in header] == [
+        "ts", "name", "pci_bus_id", "clocks_sm", "clocks_mem", "clocks_gr", "clocks_video", "retired_pages_sbe",
+        "clocks_throttle_reasons_active", "clocks_event_reasons_active"]
+    assert [f.kind for f in header[3:8]] == ["num"] * 5
     assert header_fields("Enabled, Disabled") is None
     assert header_fields("2026/07/03 22:10:46.109, 0, 45") is None
     assert [f.unit for f in header_fields("\ufefftimestamp, memory.used [MiB]\r\n")] == ["", "MiB"]

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 from pipeline.ingest.smi_fields import Field, bad_sql, clean_sql
 
-#: fact metric -> candidate columns (first present wins).
+#: fact metric -> candidate columns (first present wins; canonical names, see smi_fields.ALIASES).
 METRICS: dict[str, list[str]] = {
     "temp": ["temperature_gpu"],
     "mem_temp": ["temperature_memory"],
     "util": ["utilization_gpu"],
     "mem_used": ["memory_used"],
     "power": ["power_draw", "power_draw_average", "power_draw_instant"],
-    "sm_clock": ["clocks_current_sm", "clocks_sm"],
+    "sm_clock": ["clocks_sm"],
     "fan": ["fan_speed"],
     "mask": ["clocks_event_reasons_active", "clocks_throttle_reasons_active"],
     "ecc_c": ["ecc_errors_corrected_volatile_total"],
     "ecc_u": ["ecc_errors_uncorrected_volatile_total"],
     "pcie_replay": ["pcie_replay_counter"],
-    "retired_sbe": ["retired_pages_single_bit_ecc_count", "retired_pages_sbe"],
-    "retired_dbe": ["retired_pages_double_bit_count", "retired_pages_dbe"],
+    "retired_sbe": ["retired_pages_sbe"],
+    "retired_dbe": ["retired_pages_dbe"],
     "rr_pending": ["remapped_rows_pending"],
     "rr_failed": ["remapped_rows_failure"],
     "rr_uncorr": ["remapped_rows_uncorrectable"],

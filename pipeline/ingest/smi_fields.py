@@ -1,10 +1,11 @@
 """nvidia-smi ``--query-gpu`` fields: names, units, kinds, and the SQL that cleans them.
 
 A header cell such as ``memory.used [MiB]`` names the field ``memory.used`` with the unit
-``MiB``; its column is ``memory_used`` (``.`` becomes ``_``, the unit is dropped). Query
-aliases (``gpu_name``, ``clocks.sm``, ...) are mapped to the name nvidia-smi prints in its
-header, so a ``noheader`` file whose fields come from ``--fields`` yields the same columns
-as a file with a header.
+``MiB``; its column is ``memory_used`` (``.`` becomes ``_``, the unit is dropped). A field
+nvidia-smi documents under two names (``nvidia-smi --help-query-gpu``: ``"clocks.current.sm"
+or "clocks.sm"``) takes one canonical name, the short query name (``clocks.sm``; ``name``
+for ``gpu_name``), so a header line and a ``noheader`` file whose fields come from
+``--fields`` yield the same columns whichever spelling each used.
 
 Every value is cleaned by one SQL expression per field (DuckDB), shared by the fast
 whole-file path and the exact line-by-line path, so both give the same answer.
@@ -15,22 +16,31 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Query names that nvidia-smi prints under another header name.
+#: Documented aliases (``"A" or "B"`` in ``nvidia-smi --help-query-gpu``) -> the canonical
+#: name: the short query name. ``clocks_throttle_reasons.*`` and ``clocks_event_reasons.*``
+#: (the newer drivers' name for the same mask) are kept apart: the contract names both.
 ALIASES = {
     "gpu_name": "name",
     "gpu_serial": "serial",
+    "gpu_serial_number": "serial",
     "gpu_uuid": "uuid",
     "gpu_bus_id": "pci.bus_id",
-    "clocks.gr": "clocks.current.graphics",
-    "clocks.sm": "clocks.current.sm",
-    "clocks.mem": "clocks.current.memory",
-    "clocks.video": "clocks.current.video",
-    "clocks.applications.gr": "clocks.applications.graphics",
-    "clocks.applications.mem": "clocks.applications.memory",
-    "clocks.max.gr": "clocks.max.graphics",
-    "clocks.max.mem": "clocks.max.memory",
-    "memory.reserved": "memory.reserved",
-    "gpu_serial_number": "serial",
+    "clocks.current.graphics": "clocks.gr",
+    "clocks.current.sm": "clocks.sm",
+    "clocks.current.memory": "clocks.mem",
+    "clocks.current.video": "clocks.video",
+    "clocks.applications.graphics": "clocks.applications.gr",
+    "clocks.applications.memory": "clocks.applications.mem",
+    "clocks.default_applications.graphics": "clocks.default_applications.gr",
+    "clocks.default_applications.memory": "clocks.default_applications.mem",
+    "clocks.max.graphics": "clocks.max.gr",
+    "clocks.max.memory": "clocks.max.mem",
+    "inforom.image": "inforom.img",
+    "inforom.power": "inforom.pwr",
+    "gpu_operation_mode.current": "gom.current",
+    "gpu_operation_mode.pending": "gom.pending",
+    "retired_pages.single_bit_ecc.count": "retired_pages.sbe",
+    "retired_pages.double_bit.count": "retired_pages.dbe",
 }
 
 #: The seven identity columns of the clean table, in order, with their source field.
@@ -62,11 +72,11 @@ NUMERIC_FIELDS = {
     "index", "count", "temperature.gpu", "temperature.memory", "temperature.gpu.tlimit",
     "utilization.gpu", "utilization.memory", "memory.used", "memory.total", "memory.free",
     "power.draw", "power.draw.average", "power.draw.instant", "power.limit", "fan.speed",
-    "clocks.current.sm", "clocks.current.graphics", "clocks.current.memory",
+    "clocks.sm", "clocks.gr", "clocks.mem", "clocks.video", "clocks.max.sm", "clocks.max.gr", "clocks.max.mem",
     "pcie.link.width.current", "pcie.link.width.max", "pcie.link.gen.current", "pcie.link.gen.max",
     "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
     "ecc.errors.corrected.aggregate.total", "ecc.errors.uncorrected.aggregate.total",
-    "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count", "retired_pages.pending",
+    "retired_pages.sbe", "retired_pages.dbe", "retired_pages.pending",
     "remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.pending",
     "remapped_rows.failure", "pcie.replay_counter",
 }
