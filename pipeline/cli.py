@@ -115,8 +115,9 @@ def run(
         with Progress(*cols, console=console, transient=True) as progress:
             reports, code = run_pipeline(cfg, data_dir, wh, out_dir, stages=stage, progress=progress)
     table = Table(title=f"fleetfault run: {data_dir} -> {wh}")
-    for col in ("stage", "files", "unchanged", "rows read", "loaded", "quarantined", "rows out", "s"):
-        table.add_column(col, justify="left" if col == "stage" else "right")
+    for col in ("stage", "files", "skipped", "read", "loaded", "rejected", "out", "s"):
+        table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
+    table.caption = "skipped: files already loaded unchanged; rejected: rows sent to the quarantine"
     for r in reports:
         table.add_row(r.stage, str(r.files), str(r.unchanged), str(r.rows_read), str(r.rows_loaded),
                       str(r.rows_quarantined), str(r.rows_out), f"{r.seconds:.1f}")
