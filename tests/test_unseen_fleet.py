@@ -115,6 +115,8 @@ def test_the_foreign_inventory_is_read(which, request):
     assert moved["host"].to_list() == [fleet.FQDN, fleet.KLOGS_ONLY]
     assert str(moved["removed_at"][0]) == "2025-05-07 09:30:00" and moved["removed_at"][1] is None  # closed by the move
     assert str(moved["installed_at"][1]) == "2025-05-07 09:30:00"  # ...T09:30:00Z
+    missing = " ".join(_notes(tmp, "inventory"))
+    assert ("dc-east" in missing) and (("lab1" in missing) == (which == "failing_fleet"))  # no config: no sites
 
 
 @pytest.mark.parametrize("which", ["quiet_fleet", "failing_fleet"])

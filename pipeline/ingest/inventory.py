@@ -235,3 +235,8 @@ def run(ctx) -> None:
             fid = ctx.wh.registered("inventory", old[0])["file_id"]
             ctx.wh._forget_file(fid)
     ctx.ingest_files("inventory", [path], lambda p, fid: read_inventory(p, fid, tz))
+    unknown = [r[0] for r in ctx.wh.sql("SELECT DISTINCT site FROM inventory WHERE site IS NOT NULL ORDER BY site")
+               if r[0] not in ctx.cfg.sites]
+    if unknown:
+        ctx.note("inventory", f"sites without a [sites.<name>] zone in the config: {', '.join(unknown[:10])}"
+                              f"{' ...' if len(unknown) > 10 else ''}; their hosts' zone-less times are read as {tz}")
