@@ -463,3 +463,24 @@ def test_csv_with_empty_trailing_columns_on_either_side(tmp_path):
     got, rows = load(write(tmp_path / "p" / "t.csv", text), "p")
     assert [r["ticket_id"] for r in rows] == ["T-1", "T-2"]
     assert [(r.line_no, r.reason) for r in got.rejects] == [(4, "field_count")]
+
+
+def _fullwidth(s: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" if c == " " else c for c in s)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_known_header_survives_how_spreadsheets_spell_it(data):
+    """Upper case, full-width letters, a line break inside, padding, a zone tag: each known
+    header name still finds its field."""
+    from pipeline.ingest.ticket_columns import FIELD_ALIASES
+
+    field = data.draw(st.sampled_from(["opened_at", "serial", "part_text", "symptom_text", "action_text", "host"]))
+    alias = data.draw(st.sampled_from(FIELD_ALIASES[field]))
+    ticket = data.draw(st.sampled_from(["Ticket #", "工单编号", "Number", "Issue key", "RMA #"]))
+    spell = data.draw(st.sampled_from([str.upper, str.title, _fullwidth, lambda s: f"  {s}\t",
+                                       lambda s: s[: len(s) // 2] + "\n" + s[len(s) // 2:] if len(s) > 3 else s]))
+    headers = [ticket, spell(alias)] + ([] if field.endswith("_text") else ["故障现象"])
+    got = map_columns(headers)
+    assert got.get(field) == 1, (headers, got)
