@@ -15,6 +15,15 @@ Writes its section of ``bench/RESULTS.md``. Usage::
 
     nice python bench/bench_smi.py --size-gb 1.0 --repeat 3
     nice python bench/bench_smi.py --methods duckdb_bare,fleetfault --interleave --no-write
+
+Many small files (one per host and day, as fleets and the simulator write them): ``--files
+DATA`` runs the inventory and smi stages on ``DATA`` in a fresh process and prints the smi
+stage's CPU and wall time, the load average and the files and rows it read. ``--code DIR``
+imports ``pipeline`` from another checkout (``git archive REV | tar -x -C DIR``), for a
+before/after comparison in one session::
+
+    nice python bench/bench_smi.py --files data/sample --code /tmp/before
+    nice python bench/bench_smi.py --files data/sample
 """
 
 from __future__ import annotations
@@ -139,6 +148,30 @@ def m_fleetfault(path: Path) -> int:
         return res.rows_loaded
 
 
+def stage_on_files(data: Path) -> dict:
+    """The smi stage on a data folder (after the inventory stage) in a fresh warehouse."""
+    import tempfile
+
+    from pipeline.config import load_config
+    from pipeline.run import STAGES, RunContext, resolve_stage
+    from pipeline.warehouse import Warehouse
+
+    stages = dict(STAGES)
+    cfg = load_config(HERE.parent / "fleetfault.toml")
+    with tempfile.TemporaryDirectory() as d, Warehouse(Path(d) / "w.duckdb") as wh:
+        ctx = RunContext(cfg, wh, data, Path(d) / "out")
+        resolve_stage(stages["inventory"])(ctx)
+        cpu, wall = time.process_time(), time.perf_counter()
+        resolve_stage(stages["smi"])(ctx)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        rep = ctx.report("smi")
+        return {"files": rep.files, "rows_read": rep.rows_read, "rows_quarantined": rep.rows_quarantined,
+                "cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "cpu_ms_per_file": round(1000 * cpu / max(rep.files, 1), 1),
+                "load_avg": [round(x, 2) for x in os.getloadavg()], "gpu_days": wh.scalar("SELECT count(*) FROM gpu_days"),
+                "smi_hourly": wh.scalar("SELECT count(*) FROM smi_hourly"),
+                "code": str(Path(sys.modules["pipeline"].__file__).parent.parent)}
+
+
 METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault}
 
 
@@ -195,7 +228,9 @@ def write_results(res: dict[str, dict], path: Path, size: int, command: str) -> 
     start = text.find("## smi:")
     if start >= 0:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+        sub = text.find("\n### smi: many small files", start, end if end >= 0 else None)
+        kept = text[sub + 1:end + 1 if end >= 0 else None].rstrip("\n") + "\n\n" if sub >= 0 else ""
+        text = text[:start] + section + kept + (text[end + 1:] if end >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
@@ -209,7 +244,13 @@ def main() -> None:
     ap.add_argument("--one", nargs=2, metavar=("METHOD", "FILE"), help=argparse.SUPPRESS)
     ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
     ap.add_argument("--interleave", action="store_true", help="Run the methods round-robin instead of one after another.")
+    ap.add_argument("--files", type=Path, metavar="DATA", help="Time the smi stage on DATA's many small files instead.")
+    ap.add_argument("--code", type=Path, metavar="DIR", help="With --files: import pipeline from this checkout.")
     args = ap.parse_args()
+    if args.files:
+        sys.path.insert(0, str((args.code or HERE.parent).resolve()))
+        print(json.dumps(stage_on_files(args.files.resolve())))
+        return
     if args.one:
         sys.path.insert(0, str(HERE.parent))
         print(json.dumps(one(args.one[0], Path(args.one[1]))))

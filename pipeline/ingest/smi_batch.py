@@ -24,7 +24,7 @@ import duckdb
 import polars as pl
 
 from pipeline.ingest import smi_facts
-from pipeline.ingest.smi_fields import Field, header_fields
+from pipeline.ingest.smi_fields import ALIASES, Field, header_fields
 from pipeline.ingest.smi_read import csv_source, open_binary, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
@@ -45,7 +45,7 @@ class Layout:
     delim: str
     crlf: bool
     gzip: bool
-    header: tuple[str, ...]  # the header's cells as written (repeated headers must match them)
+    header: tuple[tuple[str, ...], ...]  # per cell, its spellings a repeated header may use
 
 
 def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[Field] | None]:
@@ -64,8 +64,16 @@ def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[
     if not fields or "timestamp" not in [f.name for f in fields]:
         return None, hf
     delim = ", " if ", " in line else ","
-    header = tuple(line.split(delim)) if hf else tuple(cell(f) for f in fields)
+    spelled = line.split(delim) if hf else [None] * len(fields)
+    header = tuple(spellings(f, raw) for f, raw in zip(fields, spelled))
     return Layout(tuple(fields), 1 if hf else 0, delim, raw.endswith(b"\r\n"), gz, header), hf
+
+
+def spellings(f: Field, raw: str | None = None) -> tuple[str, ...]:
+    """The header cells that name field ``f``: its canonical name or an alias, with its unit."""
+    names = [f.name] + sorted(a for a, c in ALIASES.items() if c == f.name)
+    out = {f"{n} [{f.unit}]" if f.unit else n for n in names} | ({raw} if raw else set())
+    return tuple(sorted(out))
 
 
 def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
@@ -107,7 +115,7 @@ def _fast_batch(con, items, lay: Layout, *, host: str, tz: str):
     paths = [str(p) for p, _ in items]
     src = csv_source(paths, len(fields), lay.skip, lay.delim, gzip=lay.gzip)
     con.execute("DROP TABLE IF EXISTS agg")
-    con.execute(f"CREATE TEMP TABLE agg AS {smi_facts.hourly_sql(fields, src, by_file=True, header=list(lay.header))}")
+    con.execute(f"CREATE TEMP TABLE agg AS {smi_facts.hourly_sql(fields, src, by_file=True, header=[list(c) for c in lay.header])}")
     per_file = {
         name: (bad, n, headers)
         for name, bad, n, headers in con.execute(

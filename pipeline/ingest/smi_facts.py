@@ -95,12 +95,13 @@ def cleaned_cols(fields: list[Field]) -> str:
     return ", ".join([f"c{i}" for i in _strict(fields)] + [f"v{i}" for i in _strict(fields)]) or "NULL AS _none"
 
 
-def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[str] | None = None) -> str:
+def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[list[str]] | None = None) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour
     (and per ``filename`` with ``by_file``: ``src`` reads many files).
 
-    ``header`` (the header's cells): lines repeating it exactly (a restarted logger
-    appends its header) are grouped apart, flagged ``_hdr``, instead of counting as bad.
+    ``header`` (per cell, the spellings of the header's field): lines repeating the header
+    (a restarted logger appends it) are grouped apart, flagged ``_hdr``, instead of
+    counting as bad.
 
     ``_bad`` counts the group's rows with an unreadable value in a field the facts use: the
     fast path gives up on a file where it is not 0 (the exact path quarantines those rows
@@ -126,7 +127,7 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:
-        same = " AND ".join(f"c{i} = '{h.replace(chr(39), chr(39) * 2)}'" for i, h in enumerate(header))
+        same = " AND ".join(f"c{i} IN ({', '.join(_quote(h) for h in cells)})" for i, cells in enumerate(header))
         hdr = f"(CASE WHEN c0 = 'timestamp' THEN {same} ELSE false END) AS _hdr, "
         outer += "_hdr, "
     return f"""
@@ -156,6 +157,10 @@ FROM (
 )
 GROUP BY ALL
 """
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_only: bool = False) -> str:
