@@ -302,3 +302,18 @@ def test_a_syslog_naming_the_short_host(tmp_path):
     with _con(tmp_path) as con:
         hosts = {r[0] for r in con.sql("SELECT host FROM xid_events WHERE xid = 79")}
     assert hosts == {fleet.DGX, fleet.KLOGS_ONLY}
+
+
+def test_a_corrected_registry_replaces_its_rejects(tmp_path):
+    data = fleet.build(tmp_path, minimal_query=False)
+    args = ["run", "--data", str(data), "--warehouse", str(tmp_path / "wh.duckdb"), "--out", str(tmp_path / "out"),
+            "-q", "--stage", "inventory"]
+    assert main(args) == 1
+    lines = (data / "inventory.csv").read_text().splitlines()
+    fixed = [ln for n, ln in enumerate(lines, start=1) if n != 15]  # the repeated row goes
+    fixed[-1] = fixed[-1].replace("last tuesday", "2025-05-06")
+    (data / "inventory.csv").write_text("\n".join(fixed) + "\n")
+    assert main(args) == 0
+    with _con(tmp_path) as con:
+        assert con.sql("SELECT count(*) FROM quarantine")[0][0] == 0
+        assert con.sql("SELECT count(*) FROM inventory")[0][0] == 18
