@@ -238,5 +238,5 @@ def run(ctx) -> None:
     unknown = [r[0] for r in ctx.wh.sql("SELECT DISTINCT site FROM inventory WHERE site IS NOT NULL ORDER BY site")
                if r[0] not in ctx.cfg.sites]
     if unknown:
-        ctx.note("inventory", f"sites without a [sites.<name>] zone in the config: {', '.join(unknown[:10])}"
+        ctx.note("inventory", f"sites with no zone in the config (sites.<name>.tz): {', '.join(unknown[:10])}"
                               f"{' ...' if len(unknown) > 10 else ''}; their hosts' zone-less times are read as {tz}")
