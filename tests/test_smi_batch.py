@@ -22,6 +22,11 @@ def _short(d: int) -> list[str]:
     return [f"2026/07/{d:02d} 10:{m:02d}:00.000, 0, SN0, {40 + m % 5}, {m // 10}" for m in range(0, 60, 15)]
 
 
+def _damaged(path):
+    path.write_bytes(path.read_bytes()[:-40])  # the copy to the archive was cut short
+    return path
+
+
 def _host_files(root):
     h = root / "h1"
     return [
@@ -31,6 +36,7 @@ def _host_files(root):
         write(h / "a04.csv", HEADER, *_day(4)[:3], line(ts="2026/07/04 23:59:00.000", temp="hot"), *_day(4)[3:]),
         write(h / "a05.csv", *_day(5)),
         write(h / "a06.csv.gz", HEADER, *_day(6), gz=True),
+        _damaged(write(h / "a06b.csv.gz", HEADER, *_day(6), gz=True)),
         write(h / "a07.csv", SHORT, *_short(7)),  # the query changed
         write(h / "a08.csv", *_short(8)),
         write(h / "a09.csv", HEADER, *_day(9), end="\r\n"),
@@ -63,8 +69,8 @@ def test_batches_match_file_by_file(tmp_path):
         return load_file(path, file_id, host="h1", tz="Asia/Shanghai", fields=flds)
 
     batched = load_files(items, host="h1", tz="Asia/Shanghai", fields=None, single=single)
-    # line by line: an unreadable value, a header change, and the file that continues the new header
-    assert slow == ["a04.csv", "a12.csv", "a13.csv"]
+    # line by line: an unreadable value, a damaged gzip, a header change and the file continuing it
+    assert slow == ["a04.csv", "a06b.csv.gz", "a12.csv", "a13.csv"]
     for (path, _), (a, fa), (b, fb) in zip(items, one_by_one, batched):
         assert (b.rows_read, b.rows_loaded, b.rows_skipped) == (a.rows_read, a.rows_loaded, a.rows_skipped), path.name
         assert [(r.line_no, r.reason, r.raw) for r in b.rejects] == [(r.line_no, r.reason, r.raw) for r in a.rejects]
@@ -74,7 +80,7 @@ def test_batches_match_file_by_file(tmp_path):
         assert b.tables["smi_headers"].rows() == a.tables["smi_headers"].rows()
     assert [b.rows_skipped for b, _ in batched][:3] == [1, 2, 0] and batched[11][0].rows_skipped == 1
     assert sum(b.rows_loaded for b, _ in batched) == 12 * 10 + 4 * 4
-    assert [r.reason for b, _ in batched for r in b.rejects] == ["bad_value", "truncated_line"]
+    assert [r.reason for b, _ in batched for r in b.rejects] == ["bad_value", "bad_gzip", "truncated_line"]
 
 
 def test_stage_reloads_a_changed_headerless_file_between_unchanged_ones(tmp_path, wh):
@@ -85,17 +91,17 @@ def test_stage_reloads_a_changed_headerless_file_between_unchanged_ones(tmp_path
     smi.run(ctx)
     first = wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all())
     rep = ctx.report("smi")
-    assert rep.files == len(files) and rep.rows_quarantined == 2
-    assert wh.sql("SELECT sum(rows_read) = sum(rows_loaded + rows_quarantined), count(*) FROM files") == [(True, 14)]
+    assert rep.files == len(files) and rep.rows_quarantined == 3
+    assert wh.sql("SELECT sum(rows_read) = sum(rows_loaded + rows_quarantined), count(*) FROM files") == [(True, 15)]
 
     write(files[4], *_day(5)[:2])  # a05: headerless, its neighbours unchanged
     ctx2 = _ctx(tmp_path, wh, data)
     smi.run(ctx2)
     rep2 = ctx2.report("smi")
-    assert (rep2.unchanged, rep2.rows_loaded) == (13, 2)
+    assert (rep2.unchanged, rep2.rows_loaded) == (14, 2)
     reloaded = wh.sql("SELECT h.samples FROM smi_hourly h JOIN files f USING (file_id) WHERE f.path LIKE '%a05.csv'")
     assert sum(r[0] for r in reloaded) == 2
-    assert wh.scalar("SELECT count(*) FROM files") == 14
+    assert wh.scalar("SELECT count(*) FROM files") == 15
     write(files[4], *_day(5))
     smi.run(_ctx(tmp_path, wh, data))
     assert wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all()).equals(first)

@@ -54,24 +54,19 @@ def scratch() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
-def csv_source(paths: Path | str | list, n: int, skip: int, delim: str = ", ", *, gzip: bool | None = None) -> str:
-    """DuckDB ``read_csv`` over the file(s) as ``n`` raw text columns ``c0..``, no quoting.
+def csv_source(path: Path, n: int, skip: int, delim: str = ", ", *, tagged: bool = False) -> str:
+    """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting.
 
     nvidia-smi separates cells with ``, ``; reading with that two-byte delimiter hands
-    over cells without their leading space, so no per-cell trim is needed. A list of files
-    (all gzip or all plain, as ``gzip`` says) adds the ``filename`` column.
+    over cells without their leading space, so no per-cell trim is needed. ``tagged``: each
+    line starts with one more cell, read as ``filename`` (a batch of files joined in one).
     """
-    many = isinstance(paths, list)
-    files = [str(p) for p in paths] if many else [str(paths)]
-    if gzip is None:
-        gzip = is_gzip(Path(files[0]))
-    cols = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(n))
-    quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    src = f"[{quoted}]" if many else quoted
+    cols = ", ".join(["'filename': 'VARCHAR'"] * tagged + [f"'c{i}': 'VARCHAR'" for i in range(n)])
+    p = str(path).replace("'", "''")
     return (
-        f"read_csv({src}, columns={{{cols}}}, header=false, skip={skip}, delim='{delim}', quote='', "
+        f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim='{delim}', quote='', "
         f"escape='', auto_detect=false, null_padding=false, store_rejects=true, "
-        f"compression='{'gzip' if gzip else 'none'}'{', filename=true' if many else ''})"
+        f"compression='{'gzip' if is_gzip(path) else 'none'}')"
     )
 
 
