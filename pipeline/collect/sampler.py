@@ -186,12 +186,15 @@ class Collector:
             return 0
         n = 0
         deadline = time.monotonic() + timeout_s
+        # Always look once (a zero timeout drains what is queued), then wait out the interval.
+        first = True
         while not self.stopping:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 and not first:
                 break
+            first = False
             try:
-                data = self.nv.nvmlEventSetWait_v2(self._events, int(left * 1000))
+                data = self.nv.nvmlEventSetWait_v2(self._events, max(int(left * 1000), 0))
             except self.nv.NVMLError as exc:
                 if _code(exc) == _TIMEOUT:
                     break
