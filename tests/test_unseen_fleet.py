@@ -182,8 +182,6 @@ def test_replacements_from_a_four_column_export_are_failures(failing_fleet):
     assert fleet_afr[0] == 2 and 150 < fleet_afr[1] < 210  # 17 GPUs x 12 days, less removals
 
 
-@pytest.mark.xfail(strict=True, reason="smi: the minimal query (no index, serial, uuid or bus id) gives "
-                   "gpu_days rows with a null gpu_key (NOT NULL constraint, exit 2)")
 def test_minimal_nvidia_smi_query(tmp_path):
     first, second = _nightly(tmp_path, replacements=False, config=True, minimal_query=True)
     assert (first, second) == (1, 0)
@@ -192,8 +190,6 @@ def test_minimal_nvidia_smi_query(tmp_path):
     assert fleet.FQDN in hosts
 
 
-@pytest.mark.xfail(strict=True, reason="xid: a year-less syslog line takes the year nearest the file's "
-                   "mtime even when that puts it after the mtime (a copied log is dated next year)")
 def test_year_less_syslog_copied_months_later(tmp_path):
     from pipeline.ingest.xid import parse_file
 
@@ -288,8 +284,6 @@ def test_a_broken_stage_stops_the_run_with_one_line(tmp_path, monkeypatch, capsy
     assert "failed: TypeError" in " ".join(_notes(tmp_path, "smi"))
 
 
-@pytest.mark.xfail(strict=True, reason="xid: a syslog line's short host name ('node-018') is kept as the host "
-                   "although its folder and the inventory name 'node-018.cluster.local'; no host-level link")
 def test_a_syslog_naming_the_short_host(tmp_path):
     data = fleet.build(tmp_path, minimal_query=False)
     log = data / "kernel" / fleet.KLOGS_ONLY / "syslog.log"
@@ -319,8 +313,6 @@ def test_a_corrected_registry_replaces_its_rejects(tmp_path):
         assert con.sql("SELECT count(*) FROM inventory")[0][0] == 18
 
 
-@pytest.mark.xfail(strict=True, reason="smi: telemetry folder 'dgx-a-12' and inventory host 'DGX-A-12' are "
-                   "matched case-sensitively (smi_facts.py, i.host = s.host): index-only samples get no serial")
 def test_a_telemetry_folder_in_lower_case(tmp_path):
     import shutil
 

@@ -27,8 +27,9 @@ import duckdb
 import polars as pl
 
 from pipeline.ingest import smi_facts
+from pipeline.ingest.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
-from pipeline.ingest.smi_fields import Field, clean_sql, header_fields, marker_sql, parse_fields
+from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
 from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
@@ -165,6 +166,7 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             host_sql = f"coalesce({clean_sql(fields[i], f'c{i}')}, {host_sql})"
         sel["host"] = host_sql
         taken = set(IDENTITY_COLUMNS)
+        dtypes: dict[str, str | None] = {}
         for i, f in enumerate(fields):
             if f.column in IDENTITY_COLUMNS or f.name == "hostname":
                 continue
@@ -173,6 +175,7 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             while col in taken:
                 col, k = f"{f.column}_{k}", k + 1
             taken.add(col)
+            dtypes[col] = fixed_dtype(f.name) if f.kind in ("num", "mask") or i in numeric else None
             kind = ("num" if i in numeric else "text") if f.kind == "auto" else None
             sel[col] = clean_sql(f, f"c{i}", as_kind=kind)
         src = "seg"
@@ -189,18 +192,25 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
         local_to_utc_expr(pl.col("ts").cast(pl.Datetime("us")), tz).alias("ts"),
         pl.col("serial").str.to_uppercase(),
     )
-    return _integral_to_int(df), rejects
+    return _integral_to_int(df, dtypes), rejects
 
 
-def _integral_to_int(df: pl.DataFrame) -> pl.DataFrame:
-    """Float columns holding only whole numbers (counts, 1/0 flags) become integers."""
-    floats = [c for c, t in df.schema.items() if t == pl.Float64]
-    if not floats or df.is_empty():
+def _integral_to_int(df: pl.DataFrame, dtypes: dict[str, str | None] | None = None) -> pl.DataFrame:
+    """Numeric columns take their field's fixed type (:func:`fixed_dtype`): Int64 or
+    Float64 whatever the data, all-null included. Other float columns holding only whole
+    numbers (counts, 1/0 flags) become integers. An ``int`` field with a fractional value
+    (never seen from nvidia-smi) stays Float64 rather than lose it."""
+    dtypes = dtypes or {}
+    fixed_float = [c for c, t in dtypes.items() if t == "float" and c in df.columns]
+    df = df.with_columns(pl.col(c).cast(pl.Float64) for c in fixed_float)
+    floats = [c for c, t in df.schema.items() if t == pl.Float64 and dtypes.get(c) != "float"]
+    if not floats:
         return df
     whole = df.select(
-        (((pl.col(c) % 1) == 0) & (pl.col(c).abs() < 2**53)).all().and_(pl.col(c).is_not_null().any()).alias(c)
+        (((pl.col(c) % 1) == 0) & (pl.col(c).abs() < 2**53)).all()
+        .and_(pl.col(c).is_not_null().any() | pl.lit(dtypes.get(c) == "int")).alias(c)
         for c in floats
-    ).row(0)
+    ).row(0) if df.height else [dtypes.get(c) == "int" for c in floats]
     return df.with_columns(pl.col(c).cast(pl.Int64) for c, ok in zip(floats, whole) if ok)
 
 
@@ -234,10 +244,13 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
                 con.register("seg", seg.frame)
                 bad = _bad_rows(con, seg.fields)
                 out.rejects.extend(bad)
-                good_rows = "seg"
+                seg_src = "seg"
+                if smi_facts.needs_round_index(seg.fields):  # numbered before bad lines go
+                    seg_src = smi_facts.round_index_sql(seg.fields, "seg")
+                good_rows = seg_src
                 if bad:
                     con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
-                    good_rows = "(SELECT * FROM seg ANTI JOIN bad_lines USING (line_no))"
+                    good_rows = f"(SELECT * FROM {seg_src} ANTI JOIN bad_lines USING (line_no))"
                 parts.append(con.sql(smi_facts.hourly_sql(seg.fields, good_rows)).pl())
                 con.unregister("seg")
             hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
@@ -264,8 +277,8 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int):
     quarantined from here; any other problem (bad bytes, an unreadable value, something
     that looks like a header, a reject the exact path would judge otherwise) declines.
     """
-    if "timestamp" not in [f.name for f in fields]:
-        return None
+    if "timestamp" not in [f.name for f in fields] or smi_facts.needs_round_index(fields):
+        return None  # no timestamp, or GPUs numbered by line order: the exact path
     delim = ", " if ", " in first_line(path) else ","
     try:
         rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip, delim))).pl()
@@ -314,7 +327,9 @@ def run(ctx) -> None:
         ctx.note(STAGE, f"no {root}: no telemetry")
         return
     wh = ctx.wh
-    sites = dict(wh.sql("SELECT host, any_value(site) FROM inventory WHERE host IS NOT NULL GROUP BY host"))
+    # A host's site (so its zone) by host_key: folder 'dgx-a-12' finds inventory 'DGX-A-12'.
+    sites = dict(wh.sql(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
+                        "WHERE host IS NOT NULL GROUP BY 1"))
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host)
     for host_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         prev = None
@@ -343,7 +358,7 @@ def run(ctx) -> None:
 
     def loader(path: Path, file_id: int) -> Loaded:
         host, prev = info[path]
-        tz = ctx.cfg.site_tz(sites.get(host))
+        tz = ctx.cfg.site_tz(sites.get(host_key(host)))
         fields = before(host, prev)
         loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields)
         state[path] = last
@@ -371,7 +386,7 @@ def _ingest_batched(ctx, plan, sites, before, state) -> None:
     rep = ctx.report(STAGE)
     for chunk in ctx.track(chunks, f"{STAGE}: file batches"):
         host = chunk[0][1]
-        tz = ctx.cfg.site_tz(sites.get(host))
+        tz = ctx.cfg.site_tz(sites.get(host_key(host)))
         prev_of = {path: prev for path, _, prev in chunk}
 
         def single(path: Path, file_id: int, fields, host=host, tz=tz):

@@ -67,8 +67,8 @@ def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[
     line = raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
     hf = _header_fields(line)
     fields = hf or current
-    if not fields or "timestamp" not in [f.name for f in fields]:
-        return None, hf
+    if not fields or "timestamp" not in [f.name for f in fields] or smi_facts.needs_round_index(fields):
+        return None, hf  # GPUs numbered by line order (no index field): read line by line
     delim = ", " if ", " in line else ","
     spelled = line.split(delim) if hf else [None] * len(fields)
     header = tuple(spellings(f, raw) for f, raw in zip(fields, spelled))

@@ -12,6 +12,7 @@ step between consecutive hours (or files) is added when the later hour is combin
 
 from __future__ import annotations
 
+from pipeline.ingest.hosts import host_key_sql
 from pipeline.ingest.smi_fields import Field, bad_sql, clean_sql
 
 #: fact metric -> candidate columns (first present wins; canonical names, see smi_fields.ALIASES).
@@ -44,6 +45,45 @@ _REASON_FIELDS = {"sw_power_cap": 0x04, "hw_slowdown": 0x08, "sw_thermal_slowdow
 
 _ID_RAW = {"gpu_index": "index", "name": "name", "serial": "serial", "uuid": "uuid", "pci_bus_id": "pci.bus_id",
            "host": "hostname"}
+
+
+#: Fields that tell one GPU of a host from another.
+_GPU_IDS = ("index", "serial", "uuid", "pci.bus_id")
+
+#: Lines closer than this to the line before belong to the same sampling round.
+ROUND_GAP_MS = 500
+
+
+def needs_round_index(fields: list[Field]) -> bool:
+    """True when no field tells the GPUs apart (``--query-gpu=timestamp,name,utilization.gpu,
+    memory.used,memory.total``): the index comes from the line's place in its round."""
+    names = {f.name for f in fields}
+    return "timestamp" in names and not names.intersection(_GPU_IDS)
+
+
+def round_index_sql(fields: list[Field], src: str) -> str:
+    """``src`` (with ``line_no``) and ``_round_idx``: the GPU index of each line, numbered
+    from 0 within its sampling round.
+
+    nvidia-smi prints a round's GPUs in index order, each line stamped when its GPU was
+    queried (a few ms apart), so a round is a run of consecutive lines each less than
+    :data:`ROUND_GAP_MS` after the line before; a later round starts at least the loop
+    interval (``-l``, 1 s or more) after. Lines with an unreadable timestamp (quarantined)
+    get no index. With whole-second timestamps a round that straddles a second boundary
+    is split in two (its second part numbered from 0 again).
+    """
+    i = [f.name for f in fields].index("timestamp")
+    ts = clean_sql(fields[i], f"c{i}")
+    return f"""(
+SELECT s.*, (row_number() OVER (PARTITION BY g.rnd ORDER BY s.line_no) - 1)::VARCHAR AS _round_idx
+FROM {src} s LEFT JOIN (
+  SELECT line_no, sum(new) OVER (ORDER BY line_no) AS rnd FROM (
+    SELECT line_no, CASE WHEN lag(t) OVER (ORDER BY line_no) IS NULL OR t < lag(t) OVER (ORDER BY line_no)
+      OR t - lag(t) OVER (ORDER BY line_no) >= INTERVAL {ROUND_GAP_MS} MILLISECOND THEN 1 ELSE 0 END AS new
+    FROM (SELECT line_no, {ts} AS t FROM {src}) WHERE t IS NOT NULL
+  )
+) g USING (line_no)
+)"""
 
 
 def _strict(fields: list[Field]) -> list[int]:
@@ -109,8 +149,11 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     """
     idx = {f.name: i for i, f in enumerate(fields)}
     ts = f"v{idx['timestamp']}" if "timestamp" in idx else "NULL::TIMESTAMP"
+    # Without a field that tells GPUs apart, ``src`` must come from :func:`round_index_sql`.
+    by_round = needs_round_index(fields)
     raw_ids = ", ".join(
-        (f"c{idx[src_name]}" if src_name in idx else "NULL::VARCHAR") + f" AS r_{col}"
+        (f"c{idx[src_name]}" if src_name in idx else "_round_idx" if by_round and col == "gpu_index"
+         else "NULL::VARCHAR") + f" AS r_{col}"
         for col, src_name in _ID_RAW.items()
     )
     m = metric_exprs(fields)
@@ -153,7 +196,7 @@ SELECT {outer}r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, {bad}
   min(m_pcie_width) AS pcie_width_min, max(m_pcie_width_max) AS pcie_width_max_reported
 FROM (
   SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {cleaned_cols(fields)}
-  FROM {cleaned_sql(fields, src, extra=file_col)}
+  FROM {cleaned_sql(fields, src, extra=file_col + ("_round_idx, " if by_round else ""))}
 )
 GROUP BY ALL
 """
@@ -200,15 +243,15 @@ def finish_hourly_sql(view: str) -> str:
            f"ecc_corrected_max, ecc_uncorrected_max, pcie_replay_max), {deltas} FROM {view}"
 
 
-GPU_DAYS_SQL = """
+GPU_DAYS_SQL = f"""
 WITH inv AS (
-  SELECT host, slot, serial, installed_at, removed_at FROM inventory
+  SELECT {host_key_sql('host')} AS host_k, slot, serial, installed_at, removed_at FROM inventory
 ),
 h AS (
   SELECT s.*,
     coalesce(s.serial, (
       SELECT any_value(i.serial) FROM inv i
-      WHERE i.host = s.host AND i.slot = s.gpu_index
+      WHERE i.host_k = {host_key_sql('s.host')} AND i.slot = s.gpu_index
         AND (i.installed_at IS NULL OR i.installed_at <= s.ts_last)
         AND (i.removed_at IS NULL OR i.removed_at > s.ts_first)
     )) AS serial_linked

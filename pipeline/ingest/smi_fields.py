@@ -81,6 +81,26 @@ NUMERIC_FIELDS = {
     "remapped_rows.failure", "pcie.replay_counter",
 }
 
+#: Fixed dtypes of the clean table by field name, so a column has the same type whatever
+#: the data (all ``[Not Supported]`` included). Prefixes end with ``.``; first match wins.
+INT_FIELDS = {"index", "count", "pcie.replay_counter", "retired_pages.sbe", "retired_pages.dbe",
+              "retired_pages.pending"}
+INT_PREFIXES = ("pcie.link.width.", "pcie.link.gen.", "ecc.errors.", "retired_pages.", "remapped_rows.",
+                "clocks_throttle_reasons.", "clocks_event_reasons.")
+FLOAT_PREFIXES = ("temperature.", "power.", "enforced.power.", "clocks.", "utilization.", "memory.", "fan.")
+
+
+def fixed_dtype(name: str) -> str | None:
+    """``'int'`` (counts, indexes, link widths and gens, ECC, retired and remapped counters,
+    masks and reason flags), ``'float'`` (temperatures, power, clocks, utilization, memory,
+    fan) or None (unknown field: the data decides) for a field name."""
+    if name in INT_FIELDS or name in MASK_FIELDS or name.startswith(INT_PREFIXES):
+        return "int"
+    if name.startswith(FLOAT_PREFIXES) or name in ("fan.speed",):
+        return "float"
+    return None
+
+
 #: Words nvidia-smi prints for on/off states, as 1/0.
 TRUE_WORDS = ("Yes", "Enabled", "Active")
 FALSE_WORDS = ("No", "Disabled", "Not Active")
