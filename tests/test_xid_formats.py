@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.xid import parse_bytes
+from pipeline.ingest.xid import parse_bytes, parse_file
 from pipeline.ingest.xid_formats import canonical_pci_text
 
 REF = datetime(2024, 3, 6, 12)
@@ -96,10 +97,56 @@ def test_year_rollover_survives_lines_without_a_date_in_between():
     assert fp.events["ts"].to_list() == [datetime(2024, 12, 31, 23, 59, 58), None, datetime(2025, 1, 1, 0, 0, 3)]
 
 
-def test_bsd_syslog_year_from_a_file_named_by_its_first_day():
-    # messages-20241228.log holds a week that ends in January
-    fp = parse("Jan  2 00:00:03 gpu-a01 kernel: " + XID79 + "\n", ref=datetime(2024, 12, 28, 12))
-    assert fp.events["ts"][0] == datetime(2025, 1, 2, 0, 0, 3)
+def _log(tmp_path, name: str, text: str, mtime: datetime):
+    path = tmp_path / "gpu-a01" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    at = mtime.replace(tzinfo=timezone.utc).timestamp()
+    os.utime(path, (at, at))
+    return parse_file(path).events["ts"].to_list()
+
+
+def test_bsd_syslog_year_from_a_file_named_by_its_first_day(tmp_path):
+    # messages-20241228.log holds a week that ends in January; copied (mtime now) much later
+    got = _log(tmp_path, "messages-20241228.log", f"Jan  2 00:00:03 gpu-a01 kernel: {XID79}\n", datetime(2026, 6, 1))
+    assert got == [datetime(2025, 1, 2, 0, 0, 3)]
+
+
+@pytest.mark.parametrize("name", ["syslog-20250301", "kern.log.2025-03-01", "messages-2025-03-01.log"])
+def test_a_date_in_the_file_name_wins_over_the_mtime(tmp_path, name):
+    # copied in June 2026: the mtime alone would allow March 2026
+    got = _log(tmp_path, name, f"Mar  1 10:00:00 gpu-a01 kernel: {XID79}\n", datetime(2026, 6, 1))
+    assert got == [datetime(2025, 3, 1, 10)]
+
+
+def test_a_log_copied_months_later_keeps_its_year(tmp_path):
+    # written in May 2025, copied without -p in February 2026: May 2026 would be after the copy
+    got = _log(tmp_path, "syslog.log", f"May  3 04:05:06 gpu-a01 kernel: {XID79}\n", datetime(2026, 2, 10))
+    assert got == [datetime(2025, 5, 3, 4, 5, 6)]
+    # a line may run up to a day past the mtime (clock skew), not more
+    assert _log(tmp_path, "a.log", f"Feb 10 20:00:00 gpu-a01 kernel: {XID79}\n", datetime(2026, 2, 10)) == [
+        datetime(2026, 2, 10, 20)]
+    assert _log(tmp_path, "b.log", f"Feb 12 20:00:00 gpu-a01 kernel: {XID79}\n", datetime(2026, 2, 10)) == [
+        datetime(2025, 2, 12, 20)]
+
+
+def test_a_rollover_inside_a_copied_file(tmp_path):
+    text = "".join(f"{d} gpu-a01 kernel: {XID79}\n" for d in ("Nov 30 23:00:00", "Dec 31 23:59:58", "Jan  1 00:00:03",
+                                                                "Jan 15 08:00:00"))
+    got = _log(tmp_path, "kern.log", text, datetime(2025, 9, 1))  # copied in September
+    assert got == [datetime(2024, 11, 30, 23), datetime(2024, 12, 31, 23, 59, 58), datetime(2025, 1, 1, 0, 0, 3),
+                   datetime(2025, 1, 15, 8)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(day=st.dates(min_value=date(2020, 1, 1), max_value=date(2030, 12, 31)),
+       late=st.integers(min_value=0, max_value=300))
+def test_no_year_less_line_is_dated_after_its_file_was_written(day, late):
+    line = datetime.combine(day, datetime.min.time()).replace(hour=13)
+    mtime = line + timedelta(days=late)
+    text = f"{line:%b} {line.day:2d} {line:%H:%M:%S} gpu-a01 kernel: {XID79}\n"
+    got = parse(text, ref=mtime).events["ts"][0]
+    assert got == line  # the latest year at or before the mtime is the line's own
 
 
 def test_local_times_across_dst_in_the_site_zone():

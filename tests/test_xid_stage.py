@@ -103,16 +103,20 @@ def test_reloading_unchanged_and_overlapping_rotated_logs_adds_no_duplicates(tmp
     assert after.filter(pl.col("xid") == 48)["copies"].to_list() == [3]
 
 
-def test_link_through_telemetry_then_inventory(tmp_path):
+@pytest.mark.parametrize(("folder", "inv_host", "tel_host"), [
+    ("gpu-b02", "gpu-b02", "gpu-b02"),
+    ("gpu-b02.lab.example", "GPU-B02", "gpu-b02.lab"),  # one machine, spelled three ways
+])
+def test_link_through_telemetry_then_inventory(tmp_path, folder, inv_host, tel_host):
     from pipeline.warehouse import Warehouse
 
     d = tmp_path / "data"
-    k = d / "kernel" / "gpu-b02"
+    k = d / "kernel" / folder
     k.mkdir(parents=True)
     (d / "inventory.csv").write_text(
         "serial,model,vendor,host,slot,site,batch,installed_at,removed_at\n"
-        "OLD1,A100,acme,gpu-b02,1,,b1,2023-01-01,2024-03-01\n"
-        "NEW1,A100,acme,gpu-b02,1,,b1,2024-03-01,\n")
+        f"OLD1,A100,acme,{inv_host},1,,b1,2023-01-01,2024-03-01\n"
+        f"NEW1,A100,acme,{inv_host},1,,b1,2024-03-01,\n")
     (k / "journal.log").write_text(
         "2024-03-05T10:00:00+0000 gpu-b02 kernel: NVRM: Xid (PCI:0000:41:00): 94, pid=1, name=x, Contained: SM (0x1). RST: No, D-RST: No\n"
         "2024-03-10T10:00:00+0000 gpu-b02 kernel: NVRM: Xid (PCI:0000:41:00): 95, pid=1, name=x, Uncontained: FBHUB. RST: Yes, D-RST: No\n"
@@ -121,13 +125,24 @@ def test_link_through_telemetry_then_inventory(tmp_path):
     _run(d, wh_path, stages=("inventory",))
     with Warehouse(wh_path) as wh:  # telemetry says: that PCI id is index 1, serial TELE1 on Mar 5 only
         wh.insert("gpu_days", pl.DataFrame({
-            "gpu_key": ["TELE1", "bus:gpu-b02/0000:41:00.0"], "serial": ["TELE1", None], "host": ["gpu-b02"] * 2,
+            "gpu_key": ["TELE1", f"bus:{tel_host}/0000:41:00.0"], "serial": ["TELE1", None], "host": [tel_host] * 2,
             "pci_bus_id": ["0000:41:00.0"] * 2, "gpu_index": [1, 1], "day": [date(2024, 3, 5), date(2024, 3, 9)],
             "samples": [10, 10]}))
     _run(d, wh_path, stages=("xid",))
     ev = _events(wh_path)
     got = {r["xid"]: (r["serial"], r["link_method"]) for r in ev.iter_rows(named=True)}
     assert got == {94: ("TELE1", "telemetry"), 95: ("NEW1", "inventory"), 63: ("OLD1", "inventory")}
+    assert set(ev["host"]) == {folder}  # the lines' "gpu-b02" is the folder's machine
+
+
+def test_a_line_naming_another_machine_keeps_its_own_name(tmp_path):
+    k = tmp_path / "node-018.cluster.local"
+    k.mkdir()
+    line = "May  3 04:05:06 {} kernel: NVRM: Xid (PCI:0000:86:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    (k / "syslog.log").write_text(line.format("NODE-018") + line.format("node-019.cluster.local").replace("04:05", "04:06")
+                                  + line.format("10.0.0.18").replace("04:05", "04:07"))
+    df, _ = parse_xid_files([k / "syslog.log"])
+    assert sorted(df["host"]) == ["10.0.0.18", "node-018.cluster.local", "node-019.cluster.local"]
 
 
 def test_parse_xid_files_contract_columns_and_dedupe(tmp_path):

@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.ingest import xid_scan as scan
+from pipeline.ingest.hosts import host_key
 from pipeline.ingest.xid_parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
 from pipeline.timeutil import parse_datetime
 from pipeline.warehouse import Loaded, Rejected
@@ -46,27 +47,34 @@ _DATE_IN_NAME = re.compile(r"(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?:[-_T]([01]\d
 _KERNEL_NAME = re.compile(r"(\.log(\.\d+)?|^(syslog|messages|kern|dmesg|journal)[\w.-]*?)(\.gz)?$")
 
 
-def reference_time(path: Path) -> datetime:
-    """A time near the file's year-less lines: a date in the file name, else its mtime."""
+def reference_time(path: Path) -> tuple[datetime, bool]:
+    """When the file's year-less lines were written, and whether it bounds them.
+
+    A date in the file name (``syslog-20250301``, ``kern.log.2025-03-01``) is near its lines
+    (rotation names a file by its first or its last day): ``(date, False)``. Else the file's
+    mtime, which no line can be later than, though a copy made without keeping it is much
+    later: ``(mtime, True)``.
+    """
     m = _DATE_IN_NAME.search(path.name)
     if m:
         try:
-            return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4] or 12), int(m[5] or 0))
+            return datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4] or 12), int(m[5] or 0)), False
         except ValueError:
             pass
     try:
-        return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None), True
     except OSError:
-        return datetime.now(timezone.utc).replace(tzinfo=None)
+        return datetime.now(timezone.utc).replace(tzinfo=None), True
 
 
 def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_time: datetime | None = None,
                source_file: str | None = None, boot_check: bool = False) -> FileParse:
     """Parse one kernel log file (plain or gzip); the host defaults to its folder's name."""
     path = Path(path)
+    ref, is_latest = reference_time(path)
     return parse_bytes(
         scan.read_bytes(path), source_file=source_file or str(path), host=host or path.parent.name,
-        tz=tz, boot_time=boot_time, ref_time=reference_time(path), boot_check=boot_check,
+        tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
     )
 
 
@@ -147,9 +155,9 @@ def kernel_files(data_dir: Path) -> dict[str, list[Path]]:
 
 
 def host_zones(ctx) -> dict[str, str]:
-    """host -> time zone, through the inventory's site."""
+    """host key (:func:`host_key`) -> time zone, through the inventory's site."""
     rows = ctx.wh.sql("SELECT host, any_value(site) FROM inventory WHERE host IS NOT NULL GROUP BY host", step="xid: host sites")
-    return {h: ctx.cfg.site_tz(s) for h, s in rows}
+    return {host_key(h): ctx.cfg.site_tz(s) for h, s in rows}
 
 
 def run(ctx) -> None:
@@ -162,7 +170,7 @@ def run(ctx) -> None:
     zones = host_zones(ctx)
     boots = ctx.cfg.kernel.boot_times
     for host, paths in files.items():
-        tz = zones.get(host, ctx.cfg.time.default_tz)
+        tz = zones.get(host_key(host), ctx.cfg.time.default_tz)
         boot = parse_datetime(boots[host], tz) if host in boots else None
         ctx.ingest_files(STAGE, paths, loader(host, tz, boot, ctx.file_key))
     n = derive_xid_events(ctx.wh)

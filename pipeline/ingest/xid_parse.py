@@ -16,6 +16,7 @@ import polars as pl
 
 from pipeline.ingest import xid_formats as fmt
 from pipeline.ingest import xid_scan as scan
+from pipeline.ingest.hosts import host_key
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Rejected
 
@@ -105,7 +106,20 @@ def _extract(lines: list[str]) -> pl.DataFrame:
     )
 
 
-def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.DataFrame:
+#: Clock skew (and a local clock ahead of the UTC mtime) allowed past the file's last write.
+_SKEW = timedelta(days=1)
+
+
+def _last_year(md: tuple, ref: datetime, latest: bool) -> int | None:
+    """Year of a file's last year-less line: with ``latest`` the latest year that puts it at
+    or before ``ref`` (the file's mtime, plus :data:`_SKEW`); else the year nearest ``ref``."""
+    years = [y for y in range(ref.year + 1, ref.year - 8, -1) if fmt.with_year(md, y) is not None]
+    if latest:
+        return next((y for y in years if fmt.with_year(md, y) <= ref + _SKEW), None)
+    return min(years, key=lambda y: abs((fmt.with_year(md, y) - ref).total_seconds())) if years else None
+
+
+def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None, latest: bool = True) -> pl.DataFrame:
     """Add ``uptime_s``, ``seg`` (boot within the file) and ``wall`` (naive UTC from the line's clock)."""
     p = pl.col("p").struct
     up = pl.coalesce(p.field("up"), p.field("up2")).cast(pl.Float64, strict=False)
@@ -125,7 +139,8 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.D
         hms = pl.Series([a[0][2] if a[0] else None for a in anchors], dtype=pl.Utf8)
         since = pl.Series([a[1] for a in anchors], dtype=pl.Float64)
     df = df.with_columns(mon=mon, day=day, hms=hms, since=since)
-    # Years: the last dated line takes the year nearest the reference; a month going back is a new year.
+    # Years: the last dated line takes its year from the reference; a month going back is a new year
+    # (lines are in order, so the lines before a January belong to the year before).
     dated = df.filter(pl.col("mon").is_not_null() & pl.col("day").is_not_null())
     roll = (pl.col("mon") < pl.col("mon").forward_fill().shift(1)).fill_null(False).cum_sum()
     dated = dated.with_columns(roll=roll)
@@ -133,10 +148,9 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None) -> pl.D
     if dated.height:
         last = dated.row(-1, named=True)
         md = (last["mon"], last["day"], last["hms"])
-        years = [y for y in (ref.year - 1, ref.year, ref.year + 1) if fmt.with_year(md, y) is not None]
-        if years:
-            nearest = min(years, key=lambda y: abs((fmt.with_year(md, y) - ref).total_seconds()))
-            base = nearest - last["roll"]
+        year = _last_year(md, ref, latest)
+        if year is not None:
+            base = year - last["roll"]
     df = df.with_columns(roll=pl.when(pl.col("mon").is_not_null()).then(roll))
     year_less = pl.concat_str(pl.lit(base if base is not None else 0) + pl.col("roll"), pl.lit("-"), pl.col("mon"),
                               pl.lit("-"), pl.col("day"), pl.lit(" "), pl.col("hms"))
@@ -169,6 +183,7 @@ def parse_bytes(
     boot_time: datetime | None = None,
     ref_time: datetime | None = None,
     boot_check: bool = False,
+    ref_is_latest: bool = True,
 ) -> FileParse:
     """Parse one kernel log held in memory.
 
@@ -177,7 +192,8 @@ def parse_bytes(
     buf : bytes
         The whole (decompressed) file.
     source_file, host : str
-        Recorded on every row; a syslog line naming its own host overrides ``host``.
+        Recorded on every row; a syslog line naming another host overrides ``host`` (one
+        naming the same host in other case or with/without its domain keeps ``host``).
     tz : str
         Zone of local wall-clock stamps (``dmesg -T``, syslog, journalctl short).
     boot_time : datetime, optional
@@ -188,8 +204,14 @@ def parse_bytes(
         of ``ref_time``: a host's one configured boot time must not date the other boots'
         dmesg dumps (each saved when the next boot came).
     ref_time : datetime, optional
-        A time near the year-less lines (default: now): the last line takes the year that
-        puts it nearest; earlier lines count back across each December to January.
+        When the file was last written (default: now): no line of a log is later, so the
+        last year-less line takes the latest year that puts it at or before ``ref_time``
+        (one day's tolerance for clock skew); earlier lines count back across each
+        December to January.
+    ref_is_latest : bool
+        False when ``ref_time`` is a date near the lines rather than a bound (a date in the
+        file name, which may be its first or its last day): the last line takes the year
+        that puts it nearest.
     """
     cands, n_lines = scan.candidate_lines(buf)
     if not cands:
@@ -197,8 +219,12 @@ def parse_bytes(
     lines = b"\n".join(c[1] for c in cands).decode("utf-8", errors="replace").split("\n")
     df = _extract(lines).with_columns(line_no=pl.Series([c[0] for c in cands], dtype=pl.Int64))
     human = scan.human_times(buf) if scan.is_human(buf) else None
-    df = _times(df, tz, ref_time or datetime.now(), human)
-    df = df.with_columns(host=pl.col("p").struct.field("host").fill_null(host))
+    df = _times(df, tz, ref_time or datetime.now(), human, ref_is_latest)
+    # The folder names the host unless the line names another machine (the same one written
+    # differently, "node-018" in "node-018.cluster.local/", keeps the folder's name).
+    named = pl.col("p").struct.field("host")
+    same = [h for h in df.select(named.unique().drop_nulls()).to_series() if host_key(h) == host_key(host)]
+    df = df.with_columns(host=pl.when(named.is_null() | named.is_in(same)).then(pl.lit(host)).otherwise(named))
     rejects = [Rejected(no, "bad_xid_line", line[:4000],
                         f"{source_file}: looks like an Xid/SXid event but its PCI id or code cannot be read")
                for no, line in df.filter(pl.col("xid").is_null() & pl.col("like")).select("line_no", "line").iter_rows()]

@@ -4,6 +4,7 @@ Reads: ``xid_raw`` and ``gpu_map`` (per-file, from :mod:`pipeline.ingest.xid`), 
 (telemetry: host + pci_bus_id on a day), ``inventory`` and the Xid catalog.
 Writes: ``xid_events`` (replaced on every run: it is a pure function of its inputs).
 
+Hosts match across tables case-insensitively and with or without a trailing domain.
 The same event is seen in several files when a host keeps dmesg and syslog, or when rotated
 files overlap. Lines are the same event when host, kind, PCI id, code and message agree and
 so does the time: the kernel uptime to the millisecond where the line carried one, else the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from pipeline.ingest.hosts import host_key_sql
 from pipeline.ingest.xid_catalog import load_catalog
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
@@ -87,7 +89,7 @@ bm AS (
         ORDER BY (m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg) DESC,
                  CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs(epoch(e.ts) - epoch(m.ts)) END NULLS LAST,
                  m.file_id DESC, m.line_no DESC) AS rn
-    FROM e JOIN gpu_map m ON m.host = e.host AND m.pci_bus_id = e.pci_bus_id
+    FROM e JOIN gpu_map m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
      AND (m.serial IS NOT NULL OR m.uuid IS NOT NULL)
      AND ((m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg)
        OR (e.ts IS NOT NULL AND m.ts IS NOT NULL AND m.ts <= e.ts + INTERVAL 10 MINUTE))
@@ -96,15 +98,15 @@ by_uuid AS (SELECT uuid, any_value(serial) AS serial FROM gpu_days
             WHERE uuid IS NOT NULL AND serial IS NOT NULL GROUP BY uuid),
 tel AS (
     SELECT e.event_id, any_value(g.serial) AS serial, any_value(g.uuid) AS uuid
-    FROM e JOIN gpu_days g ON g.host = e.host AND g.pci_bus_id = e.pci_bus_id AND g.day = CAST(e.ts AS DATE)
+    FROM e JOIN gpu_days g ON host_key(g.host) = host_key(e.host) AND g.pci_bus_id = e.pci_bus_id AND g.day = CAST(e.ts AS DATE)
     WHERE g.serial IS NOT NULL GROUP BY e.event_id
 ),
-slot AS (SELECT host, pci_bus_id, mode(gpu_index) AS gpu_index FROM gpu_days
-         WHERE gpu_index IS NOT NULL AND pci_bus_id IS NOT NULL GROUP BY host, pci_bus_id),
+slot AS (SELECT host_key(host) AS host, pci_bus_id, mode(gpu_index) AS gpu_index FROM gpu_days
+         WHERE gpu_index IS NOT NULL AND pci_bus_id IS NOT NULL GROUP BY 1, pci_bus_id),
 inv AS (
     SELECT e.event_id, i.serial, row_number() OVER (PARTITION BY e.event_id ORDER BY i.installed_at DESC NULLS LAST) AS rn
-    FROM e JOIN slot s ON s.host = e.host AND s.pci_bus_id = e.pci_bus_id
-           JOIN inventory i ON i.host = e.host AND i.slot = s.gpu_index
+    FROM e JOIN slot s ON s.host = host_key(e.host) AND s.pci_bus_id = e.pci_bus_id
+           JOIN inventory i ON host_key(i.host) = host_key(e.host) AND i.slot = s.gpu_index
     WHERE (e.ts IS NULL AND i.removed_at IS NULL)
        OR (e.ts IS NOT NULL AND (i.installed_at IS NULL OR i.installed_at <= e.ts)
            AND (i.removed_at IS NULL OR i.removed_at > e.ts))
@@ -131,6 +133,10 @@ LEFT JOIN _xid_catalog c ON c.kind = l.kind AND l.xid BETWEEN c.code_lo AND c.co
 """
 
 
+#: ``host_key(h)`` in the linking SQL (:mod:`pipeline.ingest.hosts`): ``node-018`` is ``NODE-018.cluster.local``.
+_HOST_KEY_MACRO = "CREATE OR REPLACE TEMP MACRO host_key(h) AS " + host_key_sql("h")
+
+
 def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
     """De-duplicate parsed events held in a frame (``parse xid``, no warehouse needed).
 
@@ -154,6 +160,7 @@ def derive_xid_events(wh) -> int:
     wh.con.register("_xid_catalog", cat)
     try:
         with wh.transaction():
+            wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
             wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="xid_raw"), step="xid: de-duplicate events")
             wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
             wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
