@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -42,10 +43,13 @@ def main() -> None:
     ap.add_argument("--toy", metavar="GPUS,DAYS,SEED", help="Fill the warehouse with pipeline.predict.toy instead "
                     "of ingesting --data (a timing run at fleet scale when ingest is too slow to wait for).")
     ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
+    ap.add_argument("--config", type=Path, help="fleetfault.toml for the runs (a simulator writes one in truth/).")
+    ap.add_argument("--note", default="", help="A sentence for RESULTS.md on how --data was made (e.g. a subset).")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     wh, out = a.work / "wh.duckdb", a.work / "out"
     common = ["run", "--data", str(a.data), "--warehouse", str(wh), "--out", str(out), "-q"]
+    common += ["--config", str(a.config)] if a.config else []
     ingest_s = None
     if a.toy:
         gpus, days, seed = (int(x) for x in a.toy.split(","))
@@ -62,10 +66,33 @@ def main() -> None:
         res_data = f"toy fleet {a.toy} (pipeline.predict.toy, not the simulator)"
     params = json.loads((a.data / "truth" / "params.json").read_text()) if (a.data / "truth" / "params.json").exists() else {}
     res = {"predict_seconds": wall, "predict_peak_rss": peak, "exit": code, "ingest_seconds": ingest_s,
-           "metrics": metrics, "data": res_data if a.toy else str(a.data), "accel": params.get("accel")}
+           "metrics": metrics, "data": res_data if a.toy else str(a.data), "accel": params.get("accel"),
+           "simulate": _simulate_command(params), "size": None if a.toy else _data_size(a.data, wh), "note": a.note}
     print(json.dumps(res, indent=2, default=str))
     if not a.no_write:
-        write_results(res, HERE / "RESULTS.md", " ".join(["nice python bench/bench_predict.py", *sys.argv[1:]]))
+        write_results(res, HERE / "RESULTS.md", "nice python bench/bench_predict.py " + shlex.join(sys.argv[1:]))
+
+
+def _simulate_command(params: dict) -> str | None:
+    """The ``fleetfault simulate`` command that wrote the data (from ``truth/params.json``)."""
+    if not params:
+        return None
+    return (f"fleetfault simulate --gpus {params['gpus']} --days {params['days']} --seed {params['seed']} "
+            f"--interval {params['interval_s']:g} --accel {params['accel']:g} --start {params['start'][:10]}")
+
+
+def _data_size(data: Path, wh: Path) -> str:
+    """Input files read and what the warehouse made of them (GPUs, GPU-days, events, failures)."""
+    files = {d: sum(1 for _ in (data / d).rglob("*") if not _.is_dir()) for d in ("telemetry", "kernel", "tickets")}
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(wh) as w:
+        gpus, gpu_days, d0, d1 = w.sql("SELECT count(DISTINCT serial), count(*), min(day), max(day) FROM gpu_days")[0]
+        xids = w.scalar("SELECT count(*) FROM xid_events")
+        fails = w.scalar("SELECT count(*) FROM failures WHERE CAST(failed_at AS DATE) BETWEEN ? AND ?", [d0, d1])
+    return (f"{files['telemetry']:,} telemetry, {files['kernel']:,} kernel-log and {files['tickets']:,} ticket files; "
+            f"{gpus:,} GPUs with telemetry, {gpu_days:,} GPU-days from {d0} to {d1}, {xids:,} Xid/SXid events, "
+            f"{fails} GPU replacements in that range")
 
 
 def _toy(wh: Path, gpus: int, days: int, seed: int) -> None:
@@ -97,8 +124,11 @@ def write_results(res: dict, path: Path, command: str) -> None:
         "## predict: failure prediction (nightly stage)", "",
         f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
         "`predict.threads = 1`).",
-        f"Data: {res['data']}" + (f" (simulator, accel {res['accel']})." if res["accel"] else ".") + f" Test period {m['test_start']} to {m['test_end']}, "
-        f"horizon {m['horizon_days']} days, {mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive.", "",
+        f"Data: {res['data']}" + (f", written by `{res['simulate']}`." if res.get("simulate") else ".")
+        + (f" {res['note']}" if res.get("note") else "")
+        + (f" Input: {res['size']}." if res.get("size") else ""), "",
+        f"Test period {m['test_start']} to {m['test_end']}, horizon {m['horizon_days']} days, {mo['gpu_days']:,} "
+        f"GPU-days, {mo['positive_gpu_days']} positive ({mo['failures']} failures).", "",
         f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
         f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
         + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
