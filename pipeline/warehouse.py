@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -120,11 +121,28 @@ class Warehouse:
             self.con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
             raise FleetfaultError(f"cannot open warehouse {self.path}: {exc}") from None
+        self._limit_memory()
         self.schemas: dict[str, TableSchema] = all_schemas()
         self.run_id: int | None = None
         self._in_tx = False
         if not read_only:
             self.migrate()
+
+    def _limit_memory(self) -> None:
+        """Cap DuckDB's memory (it spills to disk beyond): by default 40% of this machine's
+        RAM rather than DuckDB's 80%, so a big night leaves room for the Python stages;
+        ``FLEETFAULT_DUCKDB_MEMORY`` (e.g. ``8GB``) overrides it."""
+        limit = os.environ.get("FLEETFAULT_DUCKDB_MEMORY")
+        if not limit:
+            try:
+                total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                limit = f"{max(total * 0.4 / 2**30, 1.0):.1f}GB"
+            except (ValueError, OSError, AttributeError):
+                return
+        try:
+            self.con.execute(f"SET memory_limit = '{limit}'")
+        except duckdb.Error as exc:
+            raise FleetfaultError(f"FLEETFAULT_DUCKDB_MEMORY={limit!r} is not a DuckDB memory size (e.g. 8GB): {exc}") from None
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> Warehouse:
