@@ -72,6 +72,22 @@ def setup(config: Path | None, verbose: bool = False) -> Config:
     return load_config(config)
 
 
+def parse_inputs(command: str, cfg: Config, tz: str | None, files: list[Path]) -> str:
+    """Checks shared by the ``parse`` commands: the zone (``--tz`` or ``time.default_tz``)
+    must exist and every FILE must be a file. Returns the zone."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    zone = tz or cfg.time.default_tz
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UsageError(f"{command}: --tz {zone!r} is not a time zone; use an IANA name like 'Asia/Shanghai' or 'UTC'") from None
+    missing = [str(f) for f in files if not Path(f).is_file()]
+    if missing:
+        raise UsageError(f"{command}: no such file: {', '.join(missing)}")
+    return zone
+
+
 def warehouse_path(cfg: Config, warehouse: Path | None) -> Path:
     return Path(warehouse) if warehouse else Path(cfg.paths.warehouse)
 

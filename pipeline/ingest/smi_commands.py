@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
-from pipeline.cli import ConfigOpt, console, group, out_console, setup
+from pipeline.cli import ConfigOpt, console, group, out_console, parse_inputs, setup
 from pipeline.errors import UsageError
 
 
@@ -32,14 +31,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.output import write_table
 
         cfg = setup(config)
-        zone = tz or cfg.time.default_tz
-        try:
-            ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise UsageError(f"--tz {zone!r}: unknown time zone (use an IANA name like 'Asia/Shanghai')") from None
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            raise UsageError(f"FILE: no such file: {', '.join(missing)}")
+        zone = parse_inputs("parse smi", cfg, tz, files)
         if fields is not None and not [x for x in fields.split(",") if x.strip()]:
             raise UsageError("--fields: give the query fields, comma-separated, e.g. timestamp,index,temperature.gpu")
         df, rejects = parse_smi_files(files, host=host, tz=zone, fields=fields)

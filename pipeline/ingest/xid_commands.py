@@ -24,23 +24,14 @@ def parse_xid(
     is written once. Unrelated lines are skipped; lines that look like an Xid event but
     cannot be read are listed on stderr and the command exits 1; the rest is written.
     """
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    from pipeline.cli import console, out_console, setup
+    from pipeline.cli import console, out_console, parse_inputs, setup
     from pipeline.errors import UsageError
     from pipeline.ingest.xid import parse_xid_files
     from pipeline.output import write_table
     from pipeline.timeutil import parse_datetime
 
     cfg = setup(config)
-    zone = tz or cfg.time.default_tz
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"parse xid: --tz {zone!r} is not a time zone; use an IANA name like 'Asia/Shanghai' or 'UTC'") from None
-    for f in files:
-        if not f.is_file():
-            raise UsageError(f"parse xid: no such file {f}")
+    zone = parse_inputs("parse xid", cfg, tz, files)
     boot = None
     if boot_time:
         try:
