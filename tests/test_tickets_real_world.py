@@ -395,11 +395,36 @@ def test_html_table_saved_as_xls_by_a_web_portal(tmp_path):
     assert [(r.line_no, r.reason) for r in got.rejects] == [(4, "bad_timestamp")]
 
 
-def test_real_excel_97_file_is_quarantined_with_how_to_fix(tmp_path):
+def test_excel_97_workbook_is_read_like_xlsx(tmp_path):
+    xlwt = pytest.importorskip("xlwt")
+    book = xlwt.Workbook(encoding="utf-8")
+    hidden = book.add_sheet("说明")  # a notes sheet the portal hides
+    hidden.write(0, 0, "不要修改")
+    hidden.visibility = 1
+    ws = book.add_sheet("工单")
+    ws.write(0, 0, "OEM RMA 导出 2025-03")  # a title row above the header
+    for j, h in enumerate(["工单编号", "创建时间", "序列号", "故障现象", "处理结果"]):
+        ws.write(1, j, h)
+    when = xlwt.easyxf(num_format_str="yyyy-mm-dd hh:mm")
+    ws.write(2, 0, "RMA-1")
+    ws.write(2, 1, datetime(2025, 3, 5, 14, 22), when)
+    ws.write(2, 2, 1654620012345)  # a serial typed as a number
+    ws.write(2, 3, "GPU掉卡 Xid 79")
+    ws.write(2, 4, "=HYPERLINK(\"http://x\")")  # text that looks like a formula stays text
+    f = tmp_path / "sha-oem" / "rma.xls"
+    f.parent.mkdir(parents=True)
+    book.save(str(f))
+    got, rows = load(f, "sha-oem")
+    assert got.rejects == []
+    assert [(r["ticket_id"], r["serial"], r["symptom_text"]) for r in rows] == [("RMA-1", "1654620012345", "GPU掉卡 Xid 79")]
+    assert rows[0]["opened_at"] == datetime(2025, 3, 5, 6, 22)  # the point's zone (Asia/Shanghai) to UTC
+    assert rows[0]["action_text"] == "=HYPERLINK(\"http://x\")"
+
+
+def test_damaged_excel_97_file_is_quarantined(tmp_path):
     f = write(tmp_path / "p" / "old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
     got, rows = load(f, "p")
-    assert rows == [] and [r.reason for r in got.rejects] == ["unsupported_xls"]
-    assert "save it as .xlsx" in got.rejects[0].detail
+    assert rows == [] and [r.reason for r in got.rejects] == ["unreadable_xls"]
 
 
 def test_workbook_named_csv_is_read_as_a_workbook(tmp_path):
@@ -449,7 +474,7 @@ def test_stage_over_real_world_exports_quarantines_with_file_line_reason(wh, tmp
     rep = ctx.report("tickets")
     assert (rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (6, 4, 2)
     assert sorted(wh.sql("SELECT source_file, line_no, reason FROM quarantine")) == [
-        ("tickets/sha-ops/old.xls", None, "unsupported_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
+        ("tickets/sha-ops/old.xls", None, "unreadable_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
     got = dict(wh.sql("SELECT ticket_id, action_text FROM tickets_raw"))
     assert got == {"INC0012345": "Replaced GPU (RMA 55123)", "INC0012346": None,  # its own column, empty
                    "GD-1": "GPU掉卡", "FRA-1": "Lüfter defekt"}

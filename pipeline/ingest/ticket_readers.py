@@ -203,6 +203,50 @@ def read_xlsx(path: Path) -> FileRead:
     return out
 
 
+def read_xls(path: Path) -> FileRead:
+    """An Excel 97-2003 workbook (the OLE2 ``.xls`` older OEM portals still export), read with
+    xlrd like :func:`read_xlsx`: hidden sheets skipped, date cells as datetimes, numbers kept as
+    numbers (a serial typed as a number is cleaned later, as for XLSX)."""
+    import xlrd
+
+    try:
+        book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True)
+    except Exception as exc:  # xlrd raises XLRDError, CompDocError, struct.error ... for a damaged file
+        return FileRead(rejects=[Rejected(None, "unreadable_xls", str(path), f"{type(exc).__name__}: {exc}")])
+    out = FileRead(encoding="xls")
+    try:
+        for index in range(book.nsheets):
+            ws = book.sheet_by_index(index)
+            if ws.visibility != 0:
+                log.info("%s: hidden sheet %r skipped", path, ws.name)
+                continue
+            sheet = Sheet(ws.name)
+            for i in range(ws.nrows):
+                sheet.rows.append((i + 1, [_xls_value(c, book.datemode) for c in ws.row(i)]))
+            out.sheets.append(sheet)
+            book.unload_sheet(index)
+    finally:
+        book.release_resources()
+    return out
+
+
+def _xls_value(cell, datemode: int) -> object:
+    import xlrd
+
+    if cell.ctype in (xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
+        return None
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate_as_datetime(cell.value, datemode)
+        except (ValueError, OverflowError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#ERR")
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    return cell.value
+
+
 _RECORD_KEYS = ("records", "tickets", "data", "items", "rows", "results", "result", "issues", "incidents", "cases",
                 "list", "content", "entries", "hits", "value")
 
@@ -358,9 +402,7 @@ def read_export(path: Path, encoding: str = "") -> FileRead:
     if head.startswith(b"PK\x03\x04") and suffix not in (".json", ".jsonl", ".ndjson"):
         return read_xlsx(path)
     if head.startswith(_OLE2):
-        return FileRead(rejects=[Rejected(
-            None, "unsupported_xls", str(path),
-            "an Excel 97-2003 workbook: open it in Excel or LibreOffice and save it as .xlsx or .csv")])
+        return read_xls(path)
     if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
         return read_html(path, encoding)
     if suffix in (".json", ".jsonl", ".ndjson"):
