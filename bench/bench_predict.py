@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true", help="Do not update bench/RESULTS.md.")
     ap.add_argument("--config", type=Path, help="fleetfault.toml for the runs (a simulator writes one in truth/).")
     ap.add_argument("--note", default="", help="A sentence for RESULTS.md on how --data was made (e.g. a subset).")
+    ap.add_argument("--periods", type=int, default=0, help="Also replay the nightly retraining over this many "
+                    "consecutive test periods (walk-forward) and judge the pooled test days.")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     wh, out = a.work / "wh.duckdb", a.work / "out"
@@ -62,15 +64,31 @@ def main() -> None:
         f.unlink()  # train from scratch: the bench measures a full nightly retraining
     wall, peak, code = _run(FLEETFAULT + common + ["--stage", "predict"], a.work)
     metrics = json.loads((out / "metrics" / "predict.json").read_text())
+    walk = _walk_forward(wh, a.config, a.periods) if a.periods else None
     if a.toy:
         res_data = f"toy fleet {a.toy} (pipeline.predict.toy, not the simulator)"
     params = json.loads((a.data / "truth" / "params.json").read_text()) if (a.data / "truth" / "params.json").exists() else {}
     res = {"predict_seconds": wall, "predict_peak_rss": peak, "exit": code, "ingest_seconds": ingest_s,
            "metrics": metrics, "data": res_data if a.toy else str(a.data), "accel": params.get("accel"),
-           "simulate": _simulate_command(params), "size": None if a.toy else _data_size(a.data, wh), "note": a.note}
+           "simulate": _simulate_command(params), "size": None if a.toy else _data_size(a.data, wh), "note": a.note,
+           "walk_forward": walk}
     print(json.dumps(res, indent=2, default=str))
     if not a.no_write:
         write_results(res, HERE / "RESULTS.md", "nice python bench/bench_predict.py " + shlex.join(sys.argv[1:]))
+
+
+def _walk_forward(wh: Path, config: Path | None, periods: int) -> dict:
+    """Walk-forward metrics on the features the stage just wrote, with its wall time."""
+    from pipeline.config import Config, load_config
+    from pipeline.predict.backtest import walk_forward
+    from pipeline.warehouse import Warehouse
+
+    t0 = time.perf_counter()
+    with Warehouse(wh, read_only=True) as w:
+        res = walk_forward(w, load_config(config) if config else Config(), periods)
+    res["seconds"] = time.perf_counter() - t0
+    print(f"walk-forward over {len(res['periods'])} periods: {res['seconds']:.0f} s", flush=True)
+    return res
 
 
 def _simulate_command(params: dict) -> str | None:
@@ -110,37 +128,26 @@ def _g(v, fmt="{:.3f}") -> str:
     return "—" if v is None else fmt.format(v)
 
 
-def write_results(res: dict, path: Path, command: str) -> None:
-    m = res["metrics"]
+ROWS = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precision"),
+        ("precision, top 1% per day", "precision_top1pct"), ("recall (failures), top 1% per day", "recall_top1pct"),
+        ("precision, top-k per day", "precision_topk"), ("recall (failures), top-k per day", "recall_topk"),
+        ("alert precision", "alert_precision"), ("failures caught / failures", None),
+        ("median lead, days", "median_lead_days"), ("Brier", "brier"), ("ECE (10 equal-count bins)", "ece"),
+        ("expected cost saved", "cost_saved")]
+
+
+def _metric_lines(m: dict, what: str) -> list[str]:
+    """The model-vs-rules table of one evaluation and its three acceptance lines."""
     mo, ba = m["model"], m["baseline"]
-    rows = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precision"),
-            ("precision, top 1% per day", "precision_top1pct"), ("recall (failures), top 1% per day", "recall_top1pct"),
-            ("precision, top-k per day", "precision_topk"), ("recall (failures), top-k per day", "recall_topk"),
-            ("alert precision", "alert_precision"), ("failures caught / failures", None),
-            ("median lead, days", "median_lead_days"), ("Brier", "brier"), ("ECE (10 equal-count bins)", "ece"),
-            ("expected cost saved", "cost_saved")]
-    ratio = m.get("recall_ratio_vs_baseline")
-    lines = [
-        "## predict: failure prediction (nightly stage)", "",
-        f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
-        "`predict.threads = 1`).",
-        f"Data: {res['data']}" + (f", written by `{res['simulate']}`." if res.get("simulate") else ".")
-        + (f" {res['note']}" if res.get("note") else "")
-        + (f" Input: {res['size']}." if res.get("size") else ""), "",
-        f"Test period {m['test_start']} to {m['test_end']}, horizon {m['horizon_days']} days, {mo['gpu_days']:,} "
-        f"GPU-days, {mo['positive_gpu_days']} positive ({mo['failures']} failures).", "",
-        f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
-        f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
-        + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
-        "| metric (test period) | model | rule baseline |", "|---|---|---|",
-    ]
-    for label, key in rows:
+    lines = [f"| metric ({what}) | model | rule baseline |", "|---|---|---|"]
+    for label, key in ROWS:
         if key is None:
             lines.append(f"| {label} | {mo['failures_caught']} / {mo['failures']} | {ba['failures_caught']} / {ba['failures']} |")
         else:
             fmt = "{:,.0f}" if key == "cost_saved" else "{:.3f}"
             lines.append(f"| {label} | {_g(mo[key], fmt)} | {_g(ba[key], fmt)} |")
-    lines += [
+    ratio = m.get("recall_ratio_vs_baseline")
+    return lines + [
         "",
         f"- model recall at the baseline's precision ({_g(m['baseline_precision'])}): "
         f"{_g(m['model_recall_at_baseline_precision'])} vs the baseline's {_g(m['baseline_recall'])} = "
@@ -148,6 +155,57 @@ def write_results(res: dict, path: Path, command: str) -> None:
         f"- median lead {_g(mo['median_lead_days'], '{:.1f}')} days (target ≥ 3: "
         f"{'met' if (mo['median_lead_days'] or 0) >= 3 else 'NOT met'}); ECE {_g(mo['ece'], '{:.4f}')} "
         f"(target ≤ 0.05: {'met' if mo['ece'] is not None and mo['ece'] <= 0.05 else 'NOT met'})",
+    ]
+
+
+def _walk_lines(w: dict) -> list[str]:
+    """Per-period rows, then the pooled table and the lead-time histogram."""
+    lines = [f"Walk-forward: {len(w['periods'])} consecutive test periods, each with a model trained and "
+             "calibrated only on the days before it (the nightly sliding window), "
+             f"{w['seconds']:.0f} s in all.", "",
+             "| test period | failures | caught: model / rules | median lead: model / rules | PR-AUC: model / rules "
+             "| recall ratio | ECE |", "|---|---|---|---|---|---|---|"]
+    for r in w["periods"]:
+        period = " to ".join(r["split"]["test"])
+        if "metrics" not in r:
+            lines.append(f"| {period} | — | {r['note']} | | | | |")
+            continue
+        m = r["metrics"]
+        mo, ba = m["model"], m["baseline"]
+        lines.append(f"| {period} | {mo['failures']} | {mo['failures_caught']} / {ba['failures_caught']} | "
+                     f"{_g(mo['median_lead_days'], '{:.1f}')} / {_g(ba['median_lead_days'], '{:.1f}')} | "
+                     f"{_g(mo['pr_auc'])} / {_g(ba['pr_auc'])} | {_g(m['recall_ratio_vs_baseline'], '{:.2f}')} | "
+                     f"{_g(mo['ece'], '{:.4f}')} |")
+    if w.get("pooled") is None:
+        return lines + [""]
+    hist = {k: {d: v.count(d) for d in range(1, 8)} for k, v in w["leads"].items()}
+    lines += ["", *_metric_lines(w["pooled"], "all test periods pooled"), "",
+              "Lead days of the caught failures (pooled; first alert to the replacement ticket):", "",
+              "| lead, days | " + " | ".join(str(d) for d in range(1, 8)) + " |", "|---" * 8 + "|",
+              *(f"| {k} | " + " | ".join(str(hist[k][d]) for d in range(1, 8)) + " |" for k in ("model", "baseline")), ""]
+    return lines
+
+
+def write_results(res: dict, path: Path, command: str) -> None:
+    m = res["metrics"]
+    mo = m["model"]
+    lines = [
+        "## predict: failure prediction (nightly stage)", "",
+        f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
+        "`predict.threads = 1`).",
+        f"Data: {res['data']}" + (f", written by `{res['simulate']}`." if res.get("simulate") else ".")
+        + (f" {res['note']}" if res.get("note") else "")
+        + (f" Input: {res['size']}." if res.get("size") else ""), "",
+        f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
+        f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
+        + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
+    ]
+    if res.get("walk_forward"):
+        lines += _walk_lines(res["walk_forward"])
+    lines += [
+        f"The nightly stage's own test period {m['test_start']} to {m['test_end']}, horizon {m['horizon_days']} days, "
+        f"{mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive ({mo['failures']} failures):", "",
+        *_metric_lines(m, "nightly test period"),
         f"- the model alerts above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
         "cost of a missed failure); the baseline alerts on any critical Xid in 7 days.", "",
     ]

@@ -114,6 +114,31 @@ def test_shuffling_labels_in_time_drops_the_model_to_chance(trained):
     assert auc < 3 * prevalence, (auc, prevalence)
 
 
+def test_walk_forward_tests_consecutive_periods_each_on_its_own_past(trained):
+    from dataclasses import replace
+
+    from pipeline.predict.backtest import walk_forward
+
+    path, *_ = trained
+    cfg = replace(Config(), predict=replace(Predict(), test_days=15, calibration_days=20))
+    with Warehouse(path, read_only=True) as wh:
+        res = walk_forward(wh, cfg, periods=5)
+    splits = [[[date.fromisoformat(d) for d in r["split"][k]] for k in ("train", "calibrate", "test")]
+              for r in res["periods"]]
+    assert len(splits) == 3  # the fourth would train on fewer than 60 days
+    for (train_, cal, test), nxt in zip(splits, splits[1:] + [None]):
+        assert (cal[0] - train_[1]).days > 7 and (test[0] - cal[1]).days > 7  # labels never cross into the test
+        assert (test[1] - test[0]).days == 14
+        if nxt:
+            assert (nxt[2][0] - test[1]).days == 1  # test periods tile the time line
+    scored = [r["metrics"]["model"] for r in res["periods"] if "metrics" in r]
+    pooled = res["pooled"]["model"]
+    assert pooled["gpu_days"] == sum(m["gpu_days"] for m in scored)
+    assert pooled["failures"] <= sum(m["failures"] for m in scored)  # one failure's horizon may span two periods
+    assert len(res["leads"]["model"]) == pooled["failures_caught"]
+    assert all(1 <= d <= 7 for d in res["leads"]["model"] + res["leads"]["baseline"])
+
+
 def test_ranked_list_has_the_contract_columns_and_words(trained):
     path, mdir, _, result = trained
     with Warehouse(path) as wh:

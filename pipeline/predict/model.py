@@ -67,6 +67,13 @@ def choose_split(first: date, last: date, train_days: int, calibration_days: int
         train_days = span - 2 * test_days
     if min(train_days, calibration_days, test_days) < 7:
         return None
+    return periods_ending(first, last, train_days, calibration_days, test_days, horizon)
+
+
+def periods_ending(first: date, last: date, train_days: int, calibration_days: int, test_days: int,
+                   horizon: int) -> Split:
+    """Test, then calibration, then training periods back from ``last``, a horizon apart;
+    training starts no earlier than ``first`` (so it may be shorter than ``train_days``)."""
     test = (last - timedelta(days=test_days - 1), last)
     cal_end = test[0] - timedelta(days=horizon + 1)
     cal = (cal_end - timedelta(days=calibration_days - 1), cal_end)

@@ -88,28 +88,12 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
         if out_dir is not None and not (out_dir / "metrics" / "predict.json").exists():
             _write_metrics(out_dir, json.loads((models_dir / f"{current}.json").read_text(encoding="utf-8")))
         return res
-    frame = labelled_frame(wh, split.train[0], split.test[1])
-    days = pd.to_datetime(frame["day"]).dt.date
-    part = {k: ((days >= a) & (days <= b)).to_numpy() for k, (a, b) in
-            (("train", split.train), ("cal", split.calibrate), ("test", split.test))}
-    y = frame["label"].astype(bool).to_numpy().astype(int)
-    n_pos = {k: int(y[m].sum()) for k, m in part.items()}
-    if n_pos["train"] < MIN_TRAIN_POSITIVES or n_pos["cal"] < MIN_CAL_POSITIVES or n_pos["test"] < 1:
-        res.notes.append(
-            f"too few failures to train (positive GPU-days: train {n_pos['train']}, calibrate {n_pos['cal']}, "
-            f"test {n_pos['test']}; need {MIN_TRAIN_POSITIVES}/{MIN_CAL_POSITIVES}/1): using the rule baseline")
+    fitted = fit_split(labelled_frame(wh, split.train[0], split.test[1]), split, p, seed=seed)
+    if isinstance(fitted, str):
+        res.notes.append(fitted)
         return res
-
-    levels = model.category_levels(frame[part["train"]])
-    X = model.design_matrix(frame, levels)
-    est = model.fit(X[part["train"]], y[part["train"]], X[part["cal"]], y[part["cal"]], seed=seed,
-                    threads=p.threads)
-    rules = RuleBaseline().fit(frame[part["train"] | part["cal"]], y[part["train"] | part["cal"]])
-
-    test = frame[part["test"]].reset_index(drop=True)
-    risk = est.predict_proba(X[part["test"]])[:, 1]
-    base_risk = rules.predict_proba(test)[:, 1]
-    metrics = evaluate.compare(test, risk, base_risk, rule_alert(test), p)
+    est, test, risk, base_risk, metrics, n_pos = (fitted.est, fitted.test, fitted.risk, fitted.base_risk,
+                                                  fitted.metrics, fitted.n_pos)
 
     current_auc = None
     if current:
@@ -134,9 +118,9 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     version = f"predict-{split.test[1]:%Y%m%d}-{now:%Y%m%dT%H%M%S}"
     card = {
         "version": version, "trained_at": now.isoformat(), "horizon_days": p.horizon_days,
-        "split": split.to_dict(), "train_rows": int(part["train"].sum()), "train_failures": n_pos["train"],
-        "calibration": est.method, "features": list(FEATURES), "levels": levels,
-        "reference": model.reference_values(frame[part["train"]]), "baseline": rules.to_dict(),
+        "split": split.to_dict(), "train_rows": fitted.train_rows, "train_failures": n_pos["train"],
+        "calibration": est.method, "features": list(FEATURES), "levels": fitted.levels,
+        "reference": fitted.reference, "baseline": fitted.rules.to_dict(),
         "metrics": metrics, "current_version": current, "current_pr_auc": current_auc,
         "promoted": promoted, "reason": reason, "sklearn": sklearn.__version__,
     }
@@ -150,7 +134,7 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
         "train_start": split.train[0], "train_end": split.train[1],
         "calibrate_start": split.calibrate[0], "calibrate_end": split.calibrate[1],
         "test_start": split.test[0], "test_end": split.test[1],
-        "train_rows": int(part["train"].sum()), "train_failures": n_pos["train"], "test_failures": n_pos["test"],
+        "train_rows": fitted.train_rows, "train_failures": n_pos["train"], "test_failures": n_pos["test"],
         "pr_auc": auc, "baseline_pr_auc": base_auc, "current_pr_auc": current_auc,
         "brier": metrics["model"]["brier"], "ece": metrics["model"]["ece"],
         "promoted": promoted, "reason": reason,
@@ -159,6 +143,47 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
     if out_dir is not None:
         write_evaluation(out_dir, card, test, risk, base_risk)
     return res
+
+
+@dataclass
+class Fitted:
+    """A candidate fitted on one split and scored, next to the rules, on its test period."""
+
+    est: object
+    levels: dict[str, list[str]]
+    reference: dict
+    rules: RuleBaseline
+    test: pd.DataFrame
+    risk: np.ndarray
+    base_risk: np.ndarray
+    metrics: dict
+    train_rows: int
+    n_pos: dict[str, int]
+
+
+def fit_split(frame: pd.DataFrame, split: model.Split, p, *, seed: int = 0) -> Fitted | str:
+    """Train on ``split.train``, calibrate on ``split.calibrate``, score on ``split.test``.
+
+    ``frame`` holds labelled GPU-days covering the split. Returns a sentence saying why
+    not (the rules stay) when a period has too few failures to learn or judge.
+    """
+    days = pd.to_datetime(frame["day"]).dt.date
+    part = {k: ((days >= a) & (days <= b)).to_numpy() for k, (a, b) in
+            (("train", split.train), ("cal", split.calibrate), ("test", split.test))}
+    y = frame["label"].astype(bool).to_numpy().astype(int)
+    n_pos = {k: int(y[m].sum()) for k, m in part.items()}
+    if n_pos["train"] < MIN_TRAIN_POSITIVES or n_pos["cal"] < MIN_CAL_POSITIVES or n_pos["test"] < 1:
+        return (f"too few failures to train (positive GPU-days: train {n_pos['train']}, calibrate {n_pos['cal']}, "
+                f"test {n_pos['test']}; need {MIN_TRAIN_POSITIVES}/{MIN_CAL_POSITIVES}/1): using the rule baseline")
+    levels = model.category_levels(frame[part["train"]])
+    X = model.design_matrix(frame, levels)
+    est = model.fit(X[part["train"]], y[part["train"]], X[part["cal"]], y[part["cal"]], seed=seed, threads=p.threads)
+    rules = RuleBaseline().fit(frame[part["train"] | part["cal"]], y[part["train"] | part["cal"]])
+    test = frame[part["test"]].reset_index(drop=True)
+    risk = est.predict_proba(X[part["test"]])[:, 1]
+    base_risk = rules.predict_proba(test)[:, 1]
+    return Fitted(est, levels, model.reference_values(frame[part["train"]]), rules, test, risk, base_risk,
+                  evaluate.compare(test, risk, base_risk, rule_alert(test), p), int(part["train"].sum()), n_pos)
 
 
 def _covers(models_dir: Path, version: str, split: model.Split) -> bool:
