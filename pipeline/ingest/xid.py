@@ -73,7 +73,7 @@ def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_tim
     path = Path(path)
     ref, is_latest = reference_time(path)
     return parse_bytes(
-        scan.read_bytes(path), source_file=source_file or str(path), host=host or path.parent.name,
+        scan.read_scanned(path), source_file=source_file or str(path), host=host or path.parent.name,
         tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
     )
 

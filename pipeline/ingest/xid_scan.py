@@ -7,21 +7,52 @@ several times faster than a search for a word or a regular expression): ``X`` th
 for ``Xid`` (covers ``SXid``), and ``V`` then a check for ``NVRM`` and the words of the
 driver's map and fallen-off lines; only in uptime-stamped logs, one search for the RTC
 boot marker. Only those lines are decoded and parsed.
+
+Where the optional C extension :mod:`pipeline.ingest._xidscan` is built (``pip install``
+builds it when a C compiler is there), one native sweep finds the same lines and counts
+the newlines, and a plain file is scanned while it is read in chunks into one reused
+buffer instead of being copied whole into memory: the two together cost less than the
+one big ``read()``. ``FLEETFAULT_XID_NATIVE=0`` switches it off; both give the same lines.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.ingest import xid_journal as journal
 
+try:
+    from pipeline.ingest import _xidscan
+except ImportError:  # no C compiler at install: the pure-Python scanner below
+    _xidscan = None
+
 
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
 _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\[\s*\d+\.\d+\]", re.MULTILINE)
+
+
+#: How much of a file tells its format (:func:`is_human`, :func:`is_uptime`).
+_HEAD = 8192
+
+
+def native() -> bool:
+    """Whether the native scanner is built and not switched off (``FLEETFAULT_XID_NATIVE=0``)."""
+    return _xidscan is not None and os.environ.get("FLEETFAULT_XID_NATIVE", "1") != "0"
+
+
+@dataclass(frozen=True)
+class Scanned:
+    """A file's candidate lines (as :func:`candidate_lines` gives them), found while it was
+    read in chunks: the file itself was never held whole."""
+
+    lines: list[tuple[int, bytes]]
+    n_lines: int
 
 
 def read_bytes(path: Path) -> bytes:
@@ -31,7 +62,29 @@ def read_bytes(path: Path) -> bytes:
     concatenated gzip members are all read.
     """
     with open(path, "rb") as f:
-        data = f.read()
+        return _gunzip(f.read())
+
+
+def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
+    """The file's candidate lines, found while reading it in ``chunk``-byte pieces (native
+    scanner); else, as :func:`read_bytes`, its bytes: without the native scanner, for gzip,
+    ``dmesg -H`` (its times need every line) and ``journalctl -o verbose`` (an entry's
+    fields lie around its ``MESSAGE=`` line). :func:`candidate_lines` takes either.
+    """
+    if not native():
+        return read_bytes(path)
+    with open(path, "rb", buffering=0) as f:
+        head = b""
+        while len(head) < _HEAD and (more := f.read(_HEAD - len(head))):
+            head += more
+        if head[:2] == b"\x1f\x8b" or is_human(head):
+            return _gunzip(head + f.readall())
+        found, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
+    lines = _rewrite(found, None)
+    return read_bytes(path) if lines is None else Scanned(lines, n_lines)
+
+
+def _gunzip(data: bytes) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
     out = []
@@ -107,18 +160,55 @@ def _each_line(buf: bytes, needle: bytes, out: set[int]) -> None:
         i = buf.find(needle, i + 1)
 
 
-def is_human(buf: bytes) -> bool:
-    """Whether the log is ``dmesg -H`` (relative deltas): its times need every line."""
-    return _HUMAN_MARK.search(buf, 0, 8192) is not None
+def is_human(buf: bytes | Scanned) -> bool:
+    """Whether the log is ``dmesg -H`` (relative deltas): its times need every line (such a
+    log is never :class:`Scanned`)."""
+    return not isinstance(buf, Scanned) and _HUMAN_MARK.search(buf, 0, _HEAD) is not None
 
 
 def is_uptime(buf: bytes) -> bool:
-    return _UPTIME_MARK.search(buf, 0, 8192) is not None
+    return _UPTIME_MARK.search(buf, 0, _HEAD) is not None
 
 
-def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
+def candidate_lines(buf: bytes | Scanned) -> tuple[list[tuple[int, bytes]], int]:
     """(1-based line number, line bytes) of every line that may matter, in file order, and
     the number of lines in the file."""
+    if isinstance(buf, Scanned):
+        return buf.lines, buf.n_lines
+    if native():
+        found, n_lines = _xidscan.scan(buf, is_uptime(buf))
+        return _rewrite(found, buf), n_lines
+    return candidate_lines_py(buf)
+
+
+def _rewrite(found: list[tuple[int, int, bytes, bool, bytes | None]],
+             buf: bytes | None) -> list[tuple[int, bytes]] | None:
+    """The native scanner's lines as :func:`candidate_lines_py` gives them: journal entries
+    rewritten, a pasted Xid line joined with its wrapped tail. None when a
+    ``journalctl -o verbose`` entry needs ``buf`` and there is none."""
+    out = []
+    tail = -1
+    for s, no, line, is_xid, nxt in found:
+        if no == tail:  # the wrapped tail of the Xid line before
+            continue
+        first = line[:1]
+        if first == b"{":
+            line = journal.from_json(line)
+        elif first in (b" ", b"\t") and line.lstrip().startswith(b"MESSAGE="):
+            if buf is None:
+                return None
+            line = journal.from_verbose(buf, s) or line
+        elif is_xid and nxt is not None:
+            # the next line (as much of it as wrapped_tail reads) stands in for the buffer
+            joined = journal.wrapped_tail(line + b"\n" + nxt, line, len(line))
+            if joined is not None:
+                line, tail = joined[0], no + 1
+        out.append((no, line))
+    return out
+
+
+def candidate_lines_py(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """:func:`candidate_lines` in pure Python: ``memchr`` loops, numpy line numbers."""
     known = _xid_lines(buf)
     extra = set(_driver_lines(buf))
     if is_uptime(buf):

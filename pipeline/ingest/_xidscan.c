@@ -1,0 +1,459 @@
+/* Native candidate-line scanner for kernel logs (see pipeline/ingest/xid_scan.py).
+ *
+ * The pure-Python scanner needs one memchr loop per anchor byte and a separate newline count,
+ * each a full pass over the file. Here one sweep (SSE2, 16 bytes a step) finds the newlines
+ * and the anchor bytes 'X' (Xid, SXid) and 'V' (NVRM's map and fallen-off lines) together,
+ * plus the RTC boot marker when asked, and a file is read in chunks into one reused buffer:
+ * no whole-file copy is ever made. The lines found, their 1-based numbers and (for Xid lines)
+ * the start of the next line are handed back; the rest of the parse stays in Python.
+ *
+ * Semantics are those of xid_scan.py's pure-Python scanner: a line is what lies between
+ * '\n' bytes (a '\r' is text), a candidate is a line holding "Xid", one of DRIVER_HEADS, or
+ * (uptime logs only) "setting system clock to".
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <stdint.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_SIMD 1
+#endif
+
+static const char *const DRIVER_HEADS[] = {
+    "NVRM: GPU at ", "NVRM: GPU Board Serial", "NVRM: The NVIDIA GPU", "NVRM: fallen off",
+};
+#define N_HEADS (sizeof DRIVER_HEADS / sizeof DRIVER_HEADS[0])
+/* The RTC boot marker, found by its rarer middle "m cl" (CLOCK_AT bytes in). */
+static const char CLOCK[] = "setting system clock to";
+#define CLOCK_LEN (sizeof CLOCK - 1)
+#define CLOCK_AT 13
+/* wrapped_tail() in xid_journal.py rejects a next line longer than this, so no more is copied. */
+#define NEXT_MAX 401
+
+enum { F_XID = 1, F_OTHER = 2 };
+
+typedef struct {
+    Py_ssize_t start; /* offset in the region */
+    long long no;
+    int flags;
+} Cand;
+
+typedef struct {
+    int uptime, simd;      /* simd: 0 none, 1 SSE2, 2 the best the CPU has */
+    PyObject *out;         /* list of (offset, line_no, line, is_xid, next_line) */
+    long long no;          /* number of the line the next region starts with */
+    long long base;        /* file offset of the next region */
+    long long newlines;
+    int last_nl;           /* the last byte seen was '\n' (or nothing was seen) */
+    long long seen;        /* bytes seen */
+    PyObject *pending;     /* (offset, no, line) of an Xid line whose next line is not read yet */
+    Cand *cands;
+    Py_ssize_t n_cands, cap_cands;
+} Scan;
+
+static int
+mark(Scan *s, Py_ssize_t ls, long long no, int flag)
+{
+    if (s->n_cands && s->cands[s->n_cands - 1].start == ls) {
+        s->cands[s->n_cands - 1].flags |= flag;
+        return 0;
+    }
+    if (s->n_cands == s->cap_cands) {
+        Py_ssize_t cap = s->cap_cands ? 2 * s->cap_cands : 256;
+        Cand *c = PyMem_Realloc(s->cands, (size_t)cap * sizeof(Cand));
+        if (!c) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->cands = c;
+        s->cap_cands = cap;
+    }
+    s->cands[s->n_cands++] = (Cand){ls, no, flag};
+    return 0;
+}
+
+/* What the byte at j ('X', 'V' or, in an uptime log, 'm') makes of its line (start ls, number no). */
+static int
+event(Scan *s, const char *p, Py_ssize_t n, Py_ssize_t j, Py_ssize_t ls, long long no)
+{
+    switch (p[j]) {
+    case 'X':
+        if (j + 2 < n && p[j + 1] == 'i' && p[j + 2] == 'd')
+            return mark(s, ls, no, F_XID);
+        break;
+    case 'V':
+        if (j >= 1 && p[j - 1] == 'N')
+            for (size_t h = 0; h < N_HEADS; h++) {
+                size_t len = strlen(DRIVER_HEADS[h]);
+                if ((size_t)(n - (j - 1)) >= len && memcmp(p + j - 1, DRIVER_HEADS[h], len) == 0)
+                    return mark(s, ls, no, F_OTHER);
+            }
+        break;
+    case 'm':
+        if (s->uptime && j >= CLOCK_AT && n - (j - CLOCK_AT) >= (Py_ssize_t)CLOCK_LEN
+            && memcmp(p + j - CLOCK_AT, CLOCK, CLOCK_LEN) == 0)
+            return mark(s, ls, no, F_OTHER);
+        break;
+    }
+    return 0;
+}
+
+#ifdef HAVE_SIMD
+/* One 64-byte block at p: bit masks of its newlines and of its event bytes ('X', 'V', and
+ * with 'clock' the 'm' of "m cl"; that reads 3 bytes past the block). Written twice, for
+ * SSE2 (every x86-64) and AVX2 (chosen at run time). */
+typedef struct {
+    uint64_t nl, ev;
+} Masks;
+
+static inline __attribute__((always_inline)) Masks
+masks_sse2(const char *p, int clock)
+{
+    const __m128i nl = _mm_set1_epi8('\n'), x = _mm_set1_epi8('X'), v = _mm_set1_epi8('V');
+    Masks m = {0, 0};
+    for (int k = 0; k < 64; k += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(p + k));
+        __m128i e = _mm_or_si128(_mm_cmpeq_epi8(b, x), _mm_cmpeq_epi8(b, v));
+        if (clock) {
+            __m128i c = _mm_and_si128(
+                _mm_and_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('m')),
+                              _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 1)), _mm_set1_epi8(' '))),
+                _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 2)), _mm_set1_epi8('c')),
+                              _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 3)), _mm_set1_epi8('l'))));
+            e = _mm_or_si128(e, c);
+        }
+        m.nl |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, nl)) << k;
+        m.ev |= (uint64_t)(uint16_t)_mm_movemask_epi8(e) << k;
+    }
+    return m;
+}
+
+static inline __attribute__((always_inline, target("avx2"))) Masks
+masks_avx2(const char *p, int clock)
+{
+    const __m256i nl = _mm256_set1_epi8('\n'), x = _mm256_set1_epi8('X'), v = _mm256_set1_epi8('V');
+    Masks m = {0, 0};
+    for (int k = 0; k < 64; k += 32) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(p + k));
+        __m256i e = _mm256_or_si256(_mm256_cmpeq_epi8(b, x), _mm256_cmpeq_epi8(b, v));
+        if (clock) {
+            __m256i c = _mm256_and_si256(
+                _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('m')),
+                                 _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 1)), _mm256_set1_epi8(' '))),
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 2)), _mm256_set1_epi8('c')),
+                                 _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 3)), _mm256_set1_epi8('l'))));
+            e = _mm256_or_si256(e, c);
+        }
+        m.nl |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, nl)) << k;
+        m.ev |= (uint64_t)(uint32_t)_mm256_movemask_epi8(e) << k;
+    }
+    return m;
+}
+
+/* The whole 64-byte blocks of p[*j:n] (leaving 3 bytes for the clock's look-ahead). */
+#define SWEEP_BLOCKS(MASKS)                                                                   \
+    do {                                                                                      \
+        Py_ssize_t stop = n - 64 - 3;                                                         \
+        for (; j <= stop; j += 64) {                                                          \
+            Masks m = MASKS(p + j, clock);                                                    \
+            if (!m.ev) {                                                                      \
+                if (m.nl) {                                                                   \
+                    no += __builtin_popcountll(m.nl);                                         \
+                    ls = j + 64 - __builtin_clzll(m.nl); /* after the block's last '\n' */    \
+                }                                                                             \
+                continue;                                                                     \
+            }                                                                                 \
+            for (uint64_t all = m.nl | m.ev; all; all &= all - 1) {                           \
+                int bit = __builtin_ctzll(all);                                               \
+                if (m.nl >> bit & 1) {                                                        \
+                    no++;                                                                     \
+                    ls = j + bit + 1;                                                         \
+                }                                                                             \
+                else if (event(s, p, n, j + bit, ls, no) < 0)                                 \
+                    return -1;                                                                \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+
+static Py_ssize_t
+blocks_sse2(Scan *s, const char *p, Py_ssize_t n, long long *no_io, Py_ssize_t *ls_io)
+{
+    Py_ssize_t j = 0, ls = *ls_io;
+    long long no = *no_io;
+    int clock = s->uptime;
+    SWEEP_BLOCKS(masks_sse2);
+    *no_io = no;
+    *ls_io = ls;
+    return j;
+}
+
+static __attribute__((target("avx2,popcnt,bmi"))) Py_ssize_t
+blocks_avx2(Scan *s, const char *p, Py_ssize_t n, long long *no_io, Py_ssize_t *ls_io)
+{
+    Py_ssize_t j = 0, ls = *ls_io;
+    long long no = *no_io;
+    int clock = s->uptime;
+    SWEEP_BLOCKS(masks_avx2);
+    *no_io = no;
+    *ls_io = ls;
+    return j;
+}
+
+static int use_avx2;
+#endif
+
+/* Every candidate line of p[:n], which starts a line; *no is the number of that line. */
+static int
+sweep(Scan *s, const char *p, Py_ssize_t n, long long *no)
+{
+    Py_ssize_t ls = 0, j = 0;
+#ifdef HAVE_SIMD
+    if (s->simd)
+        j = s->simd > 1 && use_avx2 ? blocks_avx2(s, p, n, no, &ls) : blocks_sse2(s, p, n, no, &ls);
+    if (j < 0)
+        return -1;
+#endif
+    for (; j < n; j++) {
+        char c = p[j];
+        if (c == '\n') {
+            (*no)++;
+            ls = j + 1;
+        }
+        else if ((c == 'X' || c == 'V' || c == 'm') && event(s, p, n, j, ls, *no) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* What follows the Xid line 'line' that may be its wrapped tail: the line at p[from:] (at most
+ * NEXT_MAX bytes of it), or None where wrapped_tail() in xid_journal.py rejects it at once:
+ * it opens with the Xid line's first 3 bytes, a record of its own (the usual case). */
+static PyObject *
+next_line(const char *line, const char *p, Py_ssize_t n, Py_ssize_t from)
+{
+    if (n - from >= 3 && memcmp(p + from, line, 3) == 0 && line[0] != ' ' && line[0] != '\t')
+        Py_RETURN_NONE;
+    Py_ssize_t lim = n - from < NEXT_MAX ? n - from : NEXT_MAX;
+    const char *e = memchr(p + from, '\n', (size_t)lim);
+    return PyBytes_FromStringAndSize(p + from, e ? e - (p + from) : lim);
+}
+
+static int
+emit(Scan *s, PyObject *head, PyObject *is_xid, PyObject *next)
+{
+    /* head is (offset, no, line); the tuple appended is head + (is_xid, next) */
+    PyObject *t = NULL;
+    if (next)
+        t = Py_BuildValue("(OOOOO)", PyTuple_GET_ITEM(head, 0), PyTuple_GET_ITEM(head, 1),
+                          PyTuple_GET_ITEM(head, 2), is_xid, next);
+    int rc = t ? PyList_Append(s->out, t) : -1;
+    Py_XDECREF(t);
+    return rc;
+}
+
+/* One region: whole lines, the last one unterminated only at the end of the file. */
+static int
+region(Scan *s, const char *p, Py_ssize_t n, int eof)
+{
+    if (n) {
+        s->seen += n;
+        s->last_nl = p[n - 1] == '\n';
+    }
+    if (s->pending) {
+        PyObject *head = s->pending, *next = next_line(PyBytes_AS_STRING(PyTuple_GET_ITEM(head, 2)), p, n, 0);
+        s->pending = NULL;
+        int rc = emit(s, head, Py_True, next);
+        Py_XDECREF(next);
+        Py_DECREF(head);
+        if (rc < 0)
+            return -1;
+    }
+    long long no = s->no;
+    s->n_cands = 0;
+    if (sweep(s, p, n, &no) < 0)
+        return -1;
+    for (Py_ssize_t k = 0; k < s->n_cands; k++) {
+        Cand c = s->cands[k];
+        const char *e = memchr(p + c.start, '\n', (size_t)(n - c.start));
+        Py_ssize_t end = e ? e - p : n;
+        PyObject *head = Py_BuildValue("(LLy#)", s->base + c.start, c.no, p + c.start, end - c.start);
+        if (!head)
+            return -1;
+        int rc;
+        if (!(c.flags & F_XID))
+            rc = emit(s, head, Py_False, Py_None);
+        else if (end == n)  /* no '\n' after it: the end of the file */
+            rc = emit(s, head, Py_True, Py_None);
+        else if (end + 1 < n || eof) {
+            PyObject *next = next_line(p + c.start, p, n, end + 1);
+            rc = next ? emit(s, head, Py_True, next) : -1;
+            Py_XDECREF(next);
+        }
+        else {  /* its next line is in the next region */
+            s->pending = head;
+            continue;
+        }
+        Py_DECREF(head);
+        if (rc < 0)
+            return -1;
+    }
+    s->newlines += no - s->no;
+    s->no = no;
+    s->base += n;
+    return 0;
+}
+
+static PyObject *
+finish(Scan *s, int ok)
+{
+    PyMem_Free(s->cands);
+    Py_CLEAR(s->pending);
+    if (!ok) {
+        Py_CLEAR(s->out);
+        return NULL;
+    }
+    long long n_lines = s->seen ? s->newlines + !s->last_nl : 0;
+    PyObject *r = Py_BuildValue("(NL)", s->out, n_lines);
+    s->out = NULL;
+    return r;
+}
+
+static int
+init(Scan *s, int uptime, int simd)
+{
+    memset(s, 0, sizeof *s);
+    s->uptime = uptime;
+    s->simd = simd;
+    s->no = 1;
+    s->last_nl = 1;
+    s->out = PyList_New(0);
+    return s->out ? 0 : -1;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(buf, uptime, simd=2) -> (candidates, n_lines)\n\n"
+"Candidate lines of a whole log held in memory: a list of (offset, line_no, line, is_xid,\n"
+"next_line) in file order, next_line being the start (at most 401 bytes) of the line after an\n"
+"Xid line that may be its wrapped tail, else None; and the number of lines. simd: 0 none,\n"
+"1 SSE2, 2 the best the CPU has (for tests; the results are the same).");
+
+static PyObject *
+scan(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"buf", "uptime", "simd", NULL};
+    Py_buffer b;
+    int uptime, simd = 2;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*p|i", kwlist, &b, &uptime, &simd))
+        return NULL;
+    Scan s;
+    if (init(&s, uptime, simd) < 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    int ok = region(&s, b.buf, b.len, 1) == 0;
+    PyBuffer_Release(&b);
+    return finish(&s, ok);
+}
+
+PyDoc_STRVAR(scan_fd_doc,
+"scan_fd(fd, uptime, head=b'', chunk=262144, simd=2) -> (candidates, n_lines)\n\n"
+"As scan() for the bytes 'head' followed by what is read from the file descriptor 'fd' to its\n"
+"end, read in chunks into one reused buffer (it grows only to hold a line longer than it).");
+
+static PyObject *
+scan_fd(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"fd", "uptime", "head", "chunk", "simd", NULL};
+    int fd, uptime, simd = 2;
+    Py_buffer head = {0};
+    Py_ssize_t chunk = 1 << 18;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ip|y*ni", kwlist, &fd, &uptime, &head, &chunk, &simd))
+        return NULL;
+    if (chunk < 1)
+        chunk = 1;
+    Py_ssize_t cap = chunk > head.len ? chunk : head.len, len = head.len;
+    char *buf = PyMem_Malloc((size_t)cap);
+    Scan s;
+    if (!buf || init(&s, uptime, simd) < 0) {
+        PyMem_Free(buf);
+        if (head.obj)
+            PyBuffer_Release(&head);
+        return buf ? NULL : PyErr_NoMemory();
+    }
+    if (head.obj) {
+        memcpy(buf, head.buf, (size_t)head.len);
+        PyBuffer_Release(&head);
+    }
+    int ok = 0;
+    Py_ssize_t clean = 0;  /* buf[:clean] holds no '\n' (the carried start of a line) */
+    for (;;) {
+        if (len == cap) {  /* a line longer than the buffer */
+            char *bigger = PyMem_Realloc(buf, (size_t)cap * 2);
+            if (!bigger) {
+                PyErr_NoMemory();
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t r;
+        Py_BEGIN_ALLOW_THREADS
+        r = read(fd, buf + len, (size_t)(cap - len));
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0)
+                    break;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            break;
+        }
+        if (r == 0) {
+            ok = region(&s, buf, len, 1) == 0;
+            break;
+        }
+        len += r;
+        Py_ssize_t last = len - 1;
+        while (last >= clean && buf[last] != '\n')
+            last--;
+        if (last < clean) {
+            clean = len;
+            continue;
+        }
+        if (region(&s, buf, last + 1, 0) < 0)
+            break;
+        len -= last + 1;
+        memmove(buf, buf + last + 1, (size_t)len);
+        clean = len;
+    }
+    PyMem_Free(buf);
+    return finish(&s, ok);
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS, scan_doc},
+    {"scan_fd", (PyCFunction)(void (*)(void))scan_fd, METH_VARARGS | METH_KEYWORDS, scan_fd_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_xidscan",
+    "Native candidate-line scanner for kernel logs (see pipeline.ingest.xid_scan).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__xidscan(void)
+{
+#ifdef HAVE_SIMD
+    __builtin_cpu_init();
+    use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi");
+#endif
+    return PyModule_Create(&module);
+}
