@@ -118,10 +118,11 @@ def test_native_scan_finds_what_the_python_scanner_finds(xidscan, monkeypatch, d
     expect = xid_scan.candidate_lines_py(data)
     assert xid_scan.candidate_lines(data) == expect
     found = xidscan.scan(data, xid_scan.is_uptime(data), simd=simd)
-    assert (xid_scan._rewrite(found[0], data), found[1]) == expect
     streamed = _streamed(data, head % (len(data) + 1), chunk, simd)
     assert streamed == found
-    lines = xid_scan._rewrite(streamed[0], None)
+    lines, special, n_lines = found
+    assert (xid_scan._rewrite(lines, special, data), n_lines) == expect
+    lines = xid_scan._rewrite(streamed[0], streamed[1], None)
     assert lines is None or lines == expect[0]
 
 

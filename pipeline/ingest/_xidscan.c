@@ -46,13 +46,15 @@ typedef struct {
 
 typedef struct {
     int uptime, simd;      /* simd: 0 none, 1 SSE2, 2 the best the CPU has */
-    PyObject *out;         /* list of (offset, line_no, line, is_xid, next_line) */
+    PyObject *lines;       /* list of (line_no, line) */
+    PyObject *special;     /* list of (index in lines, file offset, is_xid, next_line) */
     long long no;          /* number of the line the next region starts with */
     long long base;        /* file offset of the next region */
     long long newlines;
     int last_nl;           /* the last byte seen was '\n' (or nothing was seen) */
     long long seen;        /* bytes seen */
-    PyObject *pending;     /* (offset, no, line) of an Xid line whose next line is not read yet */
+    Py_ssize_t pending;    /* index in lines of an Xid line whose next line is not read yet, or -1 */
+    long long pending_at;  /* its file offset */
     Cand *cands;
     Py_ssize_t n_cands, cap_cands;
 } Scan;
@@ -244,16 +246,21 @@ next_line(const char *line, const char *p, Py_ssize_t n, Py_ssize_t from)
     return PyBytes_FromStringAndSize(p + from, e ? e - (p + from) : lim);
 }
 
+/* Line k of the output (file offset 'at', its first byte 'first') may need rewriting in
+ * Python: a journal JSON or verbose entry, or an Xid line that may have a wrapped tail in
+ * 'next' (a new reference, None when it cannot; NULL on error). */
 static int
-emit(Scan *s, PyObject *head, PyObject *is_xid, PyObject *next)
+settle(Scan *s, Py_ssize_t k, long long at, char first, int is_xid, PyObject *next)
 {
-    /* head is (offset, no, line); the tuple appended is head + (is_xid, next) */
-    PyObject *t = NULL;
-    if (next)
-        t = Py_BuildValue("(OOOOO)", PyTuple_GET_ITEM(head, 0), PyTuple_GET_ITEM(head, 1),
-                          PyTuple_GET_ITEM(head, 2), is_xid, next);
-    int rc = t ? PyList_Append(s->out, t) : -1;
-    Py_XDECREF(t);
+    if (!next)
+        return -1;
+    int rc = 0;
+    if (first == '{' || first == ' ' || first == '\t' || (is_xid && next != Py_None)) {
+        PyObject *t = Py_BuildValue("(nLOO)", k, at, is_xid ? Py_True : Py_False, next);
+        rc = t ? PyList_Append(s->special, t) : -1;
+        Py_XDECREF(t);
+    }
+    Py_DECREF(next);
     return rc;
 }
 
@@ -265,42 +272,40 @@ region(Scan *s, const char *p, Py_ssize_t n, int eof)
         s->seen += n;
         s->last_nl = p[n - 1] == '\n';
     }
-    if (s->pending) {
-        PyObject *head = s->pending, *next = next_line(PyBytes_AS_STRING(PyTuple_GET_ITEM(head, 2)), p, n, 0);
-        s->pending = NULL;
-        int rc = emit(s, head, Py_True, next);
-        Py_XDECREF(next);
-        Py_DECREF(head);
-        if (rc < 0)
+    if (s->pending >= 0) {
+        Py_ssize_t k = s->pending;
+        const char *line = PyBytes_AS_STRING(PyTuple_GET_ITEM(PyList_GET_ITEM(s->lines, k), 1));
+        s->pending = -1;
+        if (settle(s, k, s->pending_at, line[0], 1, next_line(line, p, n, 0)) < 0)
             return -1;
     }
     long long no = s->no;
     s->n_cands = 0;
     if (sweep(s, p, n, &no) < 0)
         return -1;
-    for (Py_ssize_t k = 0; k < s->n_cands; k++) {
-        Cand c = s->cands[k];
-        const char *e = memchr(p + c.start, '\n', (size_t)(n - c.start));
+    for (Py_ssize_t c = 0; c < s->n_cands; c++) {
+        const char *line = p + s->cands[c].start, *e = memchr(line, '\n', (size_t)(p + n - line));
         Py_ssize_t end = e ? e - p : n;
-        PyObject *head = Py_BuildValue("(LLy#)", s->base + c.start, c.no, p + c.start, end - c.start);
-        if (!head)
+        PyObject *t = Py_BuildValue("(Ly#)", s->cands[c].no, line, (Py_ssize_t)(p + end - line));
+        if (!t || PyList_Append(s->lines, t) < 0) {
+            Py_XDECREF(t);
             return -1;
-        int rc;
-        if (!(c.flags & F_XID))
-            rc = emit(s, head, Py_False, Py_None);
-        else if (end == n)  /* no '\n' after it: the end of the file */
-            rc = emit(s, head, Py_True, Py_None);
-        else if (end + 1 < n || eof) {
-            PyObject *next = next_line(p + c.start, p, n, end + 1);
-            rc = next ? emit(s, head, Py_True, next) : -1;
-            Py_XDECREF(next);
         }
+        Py_DECREF(t);
+        Py_ssize_t k = PyList_GET_SIZE(s->lines) - 1;
+        long long at = s->base + (line - p);
+        int is_xid = s->cands[c].flags & F_XID;
+        PyObject *next;
+        if (!is_xid || end == n)  /* not an Xid line, or no '\n' after it: the end of the file */
+            next = Py_NewRef(Py_None);
+        else if (end + 1 < n || eof)
+            next = next_line(line, p, n, end + 1);
         else {  /* its next line is in the next region */
-            s->pending = head;
+            s->pending = k;
+            s->pending_at = at;
             continue;
         }
-        Py_DECREF(head);
-        if (rc < 0)
+        if (settle(s, k, at, line[0], is_xid, next) < 0)
             return -1;
     }
     s->newlines += no - s->no;
@@ -313,15 +318,13 @@ static PyObject *
 finish(Scan *s, int ok)
 {
     PyMem_Free(s->cands);
-    Py_CLEAR(s->pending);
     if (!ok) {
-        Py_CLEAR(s->out);
+        Py_CLEAR(s->lines);
+        Py_CLEAR(s->special);
         return NULL;
     }
     long long n_lines = s->seen ? s->newlines + !s->last_nl : 0;
-    PyObject *r = Py_BuildValue("(NL)", s->out, n_lines);
-    s->out = NULL;
-    return r;
+    return Py_BuildValue("(NNL)", s->lines, s->special, n_lines);
 }
 
 static int
@@ -332,16 +335,23 @@ init(Scan *s, int uptime, int simd)
     s->simd = simd;
     s->no = 1;
     s->last_nl = 1;
-    s->out = PyList_New(0);
-    return s->out ? 0 : -1;
+    s->pending = -1;
+    s->lines = PyList_New(0);
+    s->special = PyList_New(0);
+    if (s->lines && s->special)
+        return 0;
+    Py_CLEAR(s->lines);
+    Py_CLEAR(s->special);
+    return -1;
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buf, uptime, simd=2) -> (candidates, n_lines)\n\n"
-"Candidate lines of a whole log held in memory: a list of (offset, line_no, line, is_xid,\n"
-"next_line) in file order, next_line being the start (at most 401 bytes) of the line after an\n"
-"Xid line that may be its wrapped tail, else None; and the number of lines. simd: 0 none,\n"
-"1 SSE2, 2 the best the CPU has (for tests; the results are the same).");
+"scan(buf, uptime, simd=2) -> (lines, special, n_lines)\n\n"
+"Candidate lines of a whole log held in memory: a list of (line_no, line) in file order; those\n"
+"that may need rewriting (their first byte is '{', ' ' or tab, or they are Xid lines whose next\n"
+"line may be their wrapped tail) as (index in lines, file offset, is_xid, next_line), next_line\n"
+"being the start (at most 401 bytes) of that next line or None; and the number of lines.\n"
+"simd: 0 none, 1 SSE2, 2 the best the CPU has (for tests; the results are the same).");
 
 static PyObject *
 scan(PyObject *mod, PyObject *args, PyObject *kw)
@@ -362,7 +372,7 @@ scan(PyObject *mod, PyObject *args, PyObject *kw)
 }
 
 PyDoc_STRVAR(scan_fd_doc,
-"scan_fd(fd, uptime, head=b'', chunk=262144, simd=2) -> (candidates, n_lines)\n\n"
+"scan_fd(fd, uptime, head=b'', chunk=262144, simd=2) -> (lines, special, n_lines)\n\n"
 "As scan() for the bytes 'head' followed by what is read from the file descriptor 'fd' to its\n"
 "end, read in chunks into one reused buffer (it grows only to hold a line longer than it).");
 

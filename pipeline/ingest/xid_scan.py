@@ -79,8 +79,8 @@ def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
             head += more
         if head[:2] == b"\x1f\x8b" or is_human(head):
             return _gunzip(head + f.readall())
-        found, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
-    lines = _rewrite(found, None)
+        lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
+    lines = _rewrite(lines, special, None)
     return read_bytes(path) if lines is None else Scanned(lines, n_lines)
 
 
@@ -176,35 +176,36 @@ def candidate_lines(buf: bytes | Scanned) -> tuple[list[tuple[int, bytes]], int]
     if isinstance(buf, Scanned):
         return buf.lines, buf.n_lines
     if native():
-        found, n_lines = _xidscan.scan(buf, is_uptime(buf))
-        return _rewrite(found, buf), n_lines
+        lines, special, n_lines = _xidscan.scan(buf, is_uptime(buf))
+        return _rewrite(lines, special, buf), n_lines
     return candidate_lines_py(buf)
 
 
-def _rewrite(found: list[tuple[int, int, bytes, bool, bytes | None]],
+def _rewrite(lines: list[tuple[int, bytes]], special: list[tuple[int, int, bool, bytes | None]],
              buf: bytes | None) -> list[tuple[int, bytes]] | None:
-    """The native scanner's lines as :func:`candidate_lines_py` gives them: journal entries
-    rewritten, a pasted Xid line joined with its wrapped tail. None when a
-    ``journalctl -o verbose`` entry needs ``buf`` and there is none."""
-    out = []
-    tail = -1
-    for s, no, line, is_xid, nxt in found:
-        if no == tail:  # the wrapped tail of the Xid line before
+    """The native scanner's ``lines`` as :func:`candidate_lines_py` gives them, rewriting (in
+    place) the few ``special`` ones: journal entries, a pasted Xid line joined with its
+    wrapped tail. None when a ``journalctl -o verbose`` entry needs ``buf`` and there is none."""
+    tails = set()
+    for k, at, is_xid, nxt in special:
+        if k in tails:
             continue
+        no, line = lines[k]
         first = line[:1]
         if first == b"{":
-            line = journal.from_json(line)
+            lines[k] = no, journal.from_json(line)
         elif first in (b" ", b"\t") and line.lstrip().startswith(b"MESSAGE="):
             if buf is None:
                 return None
-            line = journal.from_verbose(buf, s) or line
+            lines[k] = no, journal.from_verbose(buf, at) or line
         elif is_xid and nxt is not None:
             # the next line (as much of it as wrapped_tail reads) stands in for the buffer
             joined = journal.wrapped_tail(line + b"\n" + nxt, line, len(line))
             if joined is not None:
-                line, tail = joined[0], no + 1
-        out.append((no, line))
-    return out
+                lines[k] = no, joined[0]
+                if k + 1 < len(lines) and lines[k + 1][0] == no + 1:  # the tail, when it is a candidate too
+                    tails.add(k + 1)
+    return [x for k, x in enumerate(lines) if k not in tails] if tails else lines
 
 
 def candidate_lines_py(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
