@@ -156,6 +156,7 @@ def _files_agree(path, monkeypatch, chunk: int = 1 << 18) -> xid_scan.Scanned | 
     b"", b"\n", b"\n\n\n", b"Xid", b"NVRM: Xid (PCI:0000:3b:00): 79, x",  # no trailing newline
     b"\r".join(LINES), b"\x00" * 5000 + b"\n".join(LINES) + b"\x00" * 70,  # CR only; NULs
     b"\n".join(LINES) + b"\n",
+    b"\n" * 70_000 + b"\n".join(LINES) * 40,  # newline counts held per byte lane must not overflow
 ])
 def test_odd_files_read_in_chunks(xidscan, tmp_path, monkeypatch, data):
     path = tmp_path / "h" / "kern.log"

@@ -1,11 +1,13 @@
 /* Native candidate-line scanner for kernel logs (see pipeline/ingest/xid_scan.py).
  *
  * The pure-Python scanner needs one memchr loop per anchor byte and a separate newline count,
- * each a full pass over the file. Here one sweep (SSE2, 16 bytes a step) finds the newlines
- * and the anchor bytes 'X' (Xid, SXid) and 'V' (NVRM's map and fallen-off lines) together,
- * plus the RTC boot marker when asked, and a file is read in chunks into one reused buffer:
- * no whole-file copy is ever made. The lines found, their 1-based numbers and (for Xid lines)
- * the start of the next line are handed back; the rest of the parse stays in Python.
+ * each a full pass over the file. Here one sweep (64 bytes a step with AVX2 or SSE2 on x86-64,
+ * a byte loop elsewhere) finds the newlines and the anchor bytes 'X' (Xid, SXid) and 'V'
+ * (NVRM's map and fallen-off lines) together, plus the RTC boot marker when asked, and a file
+ * is read in chunks into one reused buffer: no whole-file copy is ever made (allocating and
+ * filling one costs more than the sweep). The lines found and their 1-based numbers are
+ * handed back, with what Python needs to rewrite the few journal or wrapped lines; the rest
+ * of the parse stays in Python.
  *
  * Semantics are those of xid_scan.py's pure-Python scanner: a line is what lies between
  * '\n' bytes (a '\r' is text), a candidate is a line holding "Xid", one of DRIVER_HEADS, or
@@ -15,11 +17,11 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <stdint.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_SIMD 1
@@ -107,101 +109,141 @@ event(Scan *s, const char *p, Py_ssize_t n, Py_ssize_t j, Py_ssize_t ls, long lo
 }
 
 #ifdef HAVE_SIMD
-/* One 64-byte block at p: bit masks of its newlines and of its event bytes ('X', 'V', and
- * with 'clock' the 'm' of "m cl"; that reads 3 bytes past the block). Written twice, for
- * SSE2 (every x86-64) and AVX2 (chosen at run time). */
-typedef struct {
-    uint64_t nl, ev;
-} Masks;
+/* Two sweeps of 64-byte blocks over whole lines, leaving the last bytes (and 3 more for the
+ * clock marker's look-ahead) to the scalar loop: SSE2 (every x86-64) and AVX2 (chosen at run
+ * time). Both find the event bytes 'X', 'V' and, in uptime logs, the 'm' of "m cl". */
 
-static inline __attribute__((always_inline)) Masks
-masks_sse2(const char *p, int clock)
+/* Where "m cl" starts among the 16 bytes at p (reads 3 bytes past them). */
+static inline __attribute__((always_inline)) __m128i
+clock_sse2(const char *p)
 {
-    const __m128i nl = _mm_set1_epi8('\n'), x = _mm_set1_epi8('X'), v = _mm_set1_epi8('V');
-    Masks m = {0, 0};
-    for (int k = 0; k < 64; k += 16) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(p + k));
-        __m128i e = _mm_or_si128(_mm_cmpeq_epi8(b, x), _mm_cmpeq_epi8(b, v));
-        if (clock) {
-            __m128i c = _mm_and_si128(
-                _mm_and_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('m')),
-                              _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 1)), _mm_set1_epi8(' '))),
-                _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 2)), _mm_set1_epi8('c')),
-                              _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + k + 3)), _mm_set1_epi8('l'))));
-            e = _mm_or_si128(e, c);
-        }
-        m.nl |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, nl)) << k;
-        m.ev |= (uint64_t)(uint16_t)_mm_movemask_epi8(e) << k;
-    }
-    return m;
+    return _mm_and_si128(
+        _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8('m')),
+                      _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 1)), _mm_set1_epi8(' '))),
+        _mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 2)), _mm_set1_epi8('c')),
+                      _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 3)), _mm_set1_epi8('l'))));
 }
 
-static inline __attribute__((always_inline, target("avx2"))) Masks
-masks_avx2(const char *p, int clock)
-{
-    const __m256i nl = _mm256_set1_epi8('\n'), x = _mm256_set1_epi8('X'), v = _mm256_set1_epi8('V');
-    Masks m = {0, 0};
-    for (int k = 0; k < 64; k += 32) {
-        __m256i b = _mm256_loadu_si256((const __m256i *)(p + k));
-        __m256i e = _mm256_or_si256(_mm256_cmpeq_epi8(b, x), _mm256_cmpeq_epi8(b, v));
-        if (clock) {
-            __m256i c = _mm256_and_si256(
-                _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi8('m')),
-                                 _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 1)), _mm256_set1_epi8(' '))),
-                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 2)), _mm256_set1_epi8('c')),
-                                 _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + k + 3)), _mm256_set1_epi8('l'))));
-            e = _mm256_or_si256(e, c);
-        }
-        m.nl |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, nl)) << k;
-        m.ev |= (uint64_t)(uint32_t)_mm256_movemask_epi8(e) << k;
-    }
-    return m;
-}
-
-/* The whole 64-byte blocks of p[*j:n] (leaving 3 bytes for the clock's look-ahead). */
-#define SWEEP_BLOCKS(MASKS)                                                                   \
-    do {                                                                                      \
-        Py_ssize_t stop = n - 64 - 3;                                                         \
-        for (; j <= stop; j += 64) {                                                          \
-            Masks m = MASKS(p + j, clock);                                                    \
-            if (!m.ev) {                                                                      \
-                if (m.nl) {                                                                   \
-                    no += __builtin_popcountll(m.nl);                                         \
-                    ls = j + 64 - __builtin_clzll(m.nl); /* after the block's last '\n' */    \
-                }                                                                             \
-                continue;                                                                     \
-            }                                                                                 \
-            for (uint64_t all = m.nl | m.ev; all; all &= all - 1) {                           \
-                int bit = __builtin_ctzll(all);                                               \
-                if (m.nl >> bit & 1) {                                                        \
-                    no++;                                                                     \
-                    ls = j + bit + 1;                                                         \
-                }                                                                             \
-                else if (event(s, p, n, j + bit, ls, no) < 0)                                 \
-                    return -1;                                                                \
-            }                                                                                 \
-        }                                                                                     \
-    } while (0)
-
+/* Bit masks of each block's newlines and event bytes; the line start moves with each newline. */
 static Py_ssize_t
 blocks_sse2(Scan *s, const char *p, Py_ssize_t n, long long *no_io, Py_ssize_t *ls_io)
 {
-    Py_ssize_t j = 0, ls = *ls_io;
+    const __m128i nl = _mm_set1_epi8('\n'), x = _mm_set1_epi8('X'), v = _mm_set1_epi8('V');
+    Py_ssize_t j = 0, stop = n - 64 - 3, ls = *ls_io;
     long long no = *no_io;
-    int clock = s->uptime;
-    SWEEP_BLOCKS(masks_sse2);
+    for (; j <= stop; j += 64) {
+        uint64_t m_nl = 0, m_ev = 0;
+        for (int k = 0; k < 64; k += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(p + j + k));
+            __m128i e = _mm_or_si128(_mm_cmpeq_epi8(b, x), _mm_cmpeq_epi8(b, v));
+            if (s->uptime)
+                e = _mm_or_si128(e, clock_sse2(p + j + k));
+            m_nl |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, nl)) << k;
+            m_ev |= (uint64_t)(uint16_t)_mm_movemask_epi8(e) << k;
+        }
+        if (!m_ev) {
+            if (m_nl) {
+                no += __builtin_popcountll(m_nl);
+                ls = j + 64 - __builtin_clzll(m_nl); /* after the block's last '\n' */
+            }
+            continue;
+        }
+        for (uint64_t all = m_nl | m_ev; all; all &= all - 1) {
+            int bit = __builtin_ctzll(all);
+            if (m_nl >> bit & 1) {
+                no++;
+                ls = j + bit + 1;
+            }
+            else if (event(s, p, n, j + bit, ls, no) < 0)
+                return -1;
+        }
+    }
     *no_io = no;
     *ls_io = ls;
     return j;
 }
 
+/* Where "m cl" starts among the 32 bytes at p (reads 3 bytes past them). */
+static inline __attribute__((always_inline, target("avx2"))) __m256i
+clock_avx2(const char *p)
+{
+    return _mm256_and_si256(
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)p), _mm256_set1_epi8('m')),
+                         _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + 1)), _mm256_set1_epi8(' '))),
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + 2)), _mm256_set1_epi8('c')),
+                         _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(p + 3)), _mm256_set1_epi8('l'))));
+}
+
+static inline __attribute__((always_inline, target("avx2"))) long long
+lane_sum(__m256i acc)
+{
+    __m256i s = _mm256_sad_epu8(acc, _mm256_setzero_si256());
+    return _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2)
+           + _mm256_extract_epi64(s, 3);
+}
+
+/* As blocks_sse2, but a block without an event byte only adds its newlines to per-lane
+ * counters (at most 2 a block: summed every 127 blocks); the start of an event's line is
+ * looked up backwards when it is needed. */
 static __attribute__((target("avx2,popcnt,bmi"))) Py_ssize_t
 blocks_avx2(Scan *s, const char *p, Py_ssize_t n, long long *no_io, Py_ssize_t *ls_io)
 {
-    Py_ssize_t j = 0, ls = *ls_io;
-    long long no = *no_io;
-    int clock = s->uptime;
-    SWEEP_BLOCKS(masks_avx2);
+    const __m256i nl = _mm256_set1_epi8('\n'), x = _mm256_set1_epi8('X'), v = _mm256_set1_epi8('V');
+    const int clock = s->uptime;
+    Py_ssize_t j = 0, stop = n - 64 - 3, ls = *ls_io;
+    long long no = *no_io, ls_no = no; /* no: the number of the line at j; ls starts line ls_no */
+    while (j <= stop) {
+        __m256i acc = _mm256_setzero_si256(), b0, b1, e0, e1;
+        Py_ssize_t batch = j + 127 * 64;
+        int hit = 0;
+        for (; j <= stop && j < batch; j += 64) {
+            b0 = _mm256_loadu_si256((const __m256i *)(p + j));
+            b1 = _mm256_loadu_si256((const __m256i *)(p + j + 32));
+            e0 = _mm256_or_si256(_mm256_cmpeq_epi8(b0, x), _mm256_cmpeq_epi8(b0, v));
+            e1 = _mm256_or_si256(_mm256_cmpeq_epi8(b1, x), _mm256_cmpeq_epi8(b1, v));
+            if (clock) {
+                e0 = _mm256_or_si256(e0, clock_avx2(p + j));
+                e1 = _mm256_or_si256(e1, clock_avx2(p + j + 32));
+            }
+            __m256i e = _mm256_or_si256(e0, e1);
+            if (!_mm256_testz_si256(e, e)) {
+                hit = 1;
+                break;
+            }
+            acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(b0, nl));
+            acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(b1, nl));
+        }
+        no += lane_sum(acc);
+        if (!hit)
+            continue;
+        if (no != ls_no) { /* a newline since ls: the last one before j starts the line */
+            Py_ssize_t q = j - 1;
+            while (q >= ls && p[q] != '\n')
+                q--;
+            ls = q + 1;
+            ls_no = no;
+        }
+        uint64_t m_nl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b0, nl))
+                        | (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b1, nl)) << 32;
+        uint64_t m_ev = (uint32_t)_mm256_movemask_epi8(e0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(e1) << 32;
+        for (uint64_t all = m_nl | m_ev; all; all &= all - 1) {
+            int bit = __builtin_ctzll(all);
+            if (m_nl >> bit & 1) {
+                no++;
+                ls = j + bit + 1;
+                ls_no = no;
+            }
+            else if (event(s, p, n, j + bit, ls, no) < 0)
+                return -1;
+        }
+        j += 64;
+    }
+    if (no != ls_no) {
+        Py_ssize_t q = j - 1;
+        while (q >= ls && p[q] != '\n')
+            q--;
+        ls = q + 1;
+    }
     *no_io = no;
     *ls_io = ls;
     return j;
