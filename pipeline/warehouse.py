@@ -15,6 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -76,6 +77,20 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def sha256_later(paths: Sequence[Path]) -> Future:
+    """The files' sha256 digests (a list), computed in a thread meanwhile.
+
+    A new file's digest is only needed for its registry row: hashing it while the loader
+    reads the file (hashlib and file reads release the GIL; DuckDB's reader runs in its own
+    threads) takes the ~1 s/GB hash off the critical path.
+    """
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
+    try:
+        return pool.submit(lambda: [sha256_file(p) for p in paths])
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _reconciled(stage: str, key: str, result: Loaded) -> int:
@@ -313,15 +328,20 @@ class Warehouse:
         """
         path = Path(path)
         key = key or str(path)
-        digest = sha256_file(path)
         prev = self.registered(stage, key)
-        if prev and prev["sha256"] == digest:
-            return FileResult(key, "unchanged")
+        if prev:  # a known file is skipped when unchanged: its digest decides first
+            digest = sha256_file(path)
+            if prev["sha256"] == digest:
+                return FileResult(key, "unchanged")
+        else:
+            pending = sha256_later([path])
         with self.transaction():
             if prev:
                 self._forget_file(prev["file_id"])
             file_id = self.scalar("SELECT nextval('file_ids')")
             result = loader(path, file_id)
+            if not prev:
+                digest = pending.result()[0]
             n_rej = _reconciled(stage, key, result)
             for table, data in result.tables.items():
                 self.insert(table, data)
@@ -355,8 +375,12 @@ class Warehouse:
         """
         paths = [Path(p) for p in paths]
         keys = list(keys) if keys is not None else [str(p) for p in paths]
-        digests = [sha256_file(p) for p in paths]
         prev = self._registered_many(stage, keys)
+        # Known files are skipped when unchanged, so their digests decide first; new
+        # files are hashed while the loader reads them.
+        digests: list[str | None] = [sha256_file(p) if k in prev else None for p, k in zip(paths, keys)]
+        new = [i for i, k in enumerate(keys) if k not in prev]
+        pending = sha256_later([paths[i] for i in new]) if new else None
         todo = [i for i, (k, d) in enumerate(zip(keys, digests)) if not (k in prev and prev[k]["sha256"] == d)]
         results = {i: FileResult(keys[i], "unchanged") for i in range(len(paths)) if i not in set(todo)}
         if not todo:
@@ -369,6 +393,9 @@ class Warehouse:
             loaded = loader([(paths[i], fid) for i, fid in zip(todo, ids)])
             if len(loaded) != len(todo):
                 raise FleetfaultError(f"{stage}: the batch loader returned {len(loaded)} results for {len(todo)} files")
+            if pending is not None:
+                for i, d in zip(new, pending.result()):
+                    digests[i] = d
             tables: dict[str, list] = {}
             rejects: list[tuple] = []
             registry: list[list] = []

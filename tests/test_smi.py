@@ -288,3 +288,26 @@ def test_truncated_last_line_stays_on_the_fast_path(tmp_path, monkeypatch):
     monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
     exact, _ = _hourly(f)
     assert [(r.line_no, r.reason, r.raw) for r in exact.rejects] == [(r.line_no, r.reason, r.raw) for r in fast.rejects]
+
+
+def test_a_lone_carriage_return_is_one_line_as_on_the_exact_path(tmp_path):
+    # DuckDB's reader ends a line at a lone CR; the line-by-line path (and `wc -l`) does not.
+    f = tmp_path / "h" / "a.csv"
+    f.parent.mkdir()
+    f.write_bytes(b"\x00\r\x00")
+    loaded, _ = _hourly(f, fields=parse_fields("timestamp,index,temperature.gpu"))
+    assert loaded.rows_read == 1 and [r.reason for r in loaded.rejects] == ["truncated_line"]
+
+
+def test_typed_columns_follow_the_first_data_line():
+    from pipeline.ingest.smi_facts import typed_columns
+
+    fields = header_fields(HEADER)
+    types, fmt = typed_columns(fields, line(), ", ")
+    names = {fields[i].name: t for i, t in types.items()}
+    # plain numbers, the mask and the time are typed; the index (a text group key), units,
+    # words, markers and fields the facts do not use are not
+    assert names == {"timestamp": "TIMESTAMP", "temperature.gpu": "DOUBLE", "clocks_throttle_reasons.active": "BIGINT",
+                     "ecc.errors.corrected.volatile.total": "DOUBLE", "ecc.errors.uncorrected.volatile.total": "DOUBLE"}
+    assert fmt == "%Y/%m/%d %H:%M:%S.%f"
+    assert typed_columns(fields, line()[:40], ", ") == ({}, None)  # a short line types nothing

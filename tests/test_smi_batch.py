@@ -105,3 +105,20 @@ def test_stage_reloads_a_changed_headerless_file_between_unchanged_ones(tmp_path
     write(files[4], *_day(5))
     smi.run(_ctx(tmp_path, wh, data))
     assert wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all()).equals(first)
+
+
+def test_new_files_are_hashed_while_loading_and_registered_with_their_digest(wh, tmp_path):
+    from pipeline.warehouse import sha256_file
+
+    files = _host_files(tmp_path / "telemetry")[:3]
+
+    def one(path, fid):
+        return load_file(path, fid, host="h1", tz="UTC", fields=smi.header_fields(HEADER))[0]
+
+    assert wh.ingest_file("smi", files[0], one).status == "loaded"
+    res = wh.ingest_batch("smi", files, lambda items: [one(p, fid) for p, fid in items])
+    assert [r.status for r in res] == ["unchanged", "loaded", "loaded"]
+    registered = dict(wh.sql("SELECT path, sha256 FROM files"))
+    assert registered == {str(p): sha256_file(p) for p in files}
+    assert [r.status for r in wh.ingest_batch("smi", files, lambda items: [])] == ["unchanged"] * 3
+    assert wh.ingest_file("smi", files[1], one).status == "unchanged"

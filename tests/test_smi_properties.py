@@ -96,3 +96,66 @@ def test_mutated_real_looking_files_reconcile(tmp_path, lines, crlf, gz, bom):
     p = tmp_path / ("x.csv.gz" if gz else "x.csv")
     p.write_bytes(gzip.compress(raw) if gz else raw)
     _check(p, raw)
+
+
+# -- the fast path never loads what the exact path would quarantine -----------------------------
+
+FAST_HEADER = ("timestamp, index, serial, temperature.gpu, utilization.gpu [%], power.draw [W], "
+               "clocks_event_reasons.active, ecc.errors.corrected.volatile.total, remapped_rows.pending")
+_CELLS = {  # per column: plain values first (they make the reader type the column), then oddities
+    "ts": ["2026/07/03 22:{m:02d}:46.109", "2026/07/03 23:{m:02d}:01.5", "2026-07-03 22:{m:02d}:46",
+           "2026/13/03 22:10:46.109", "", "[N/A]", "22:{m:02d}"],
+    "index": ["0", "1", "01", "[N/A]", "x", ""],
+    "temp": ["45", "-3", "45.5", "1e3", "+7", "[N/A]", "N/A", "", "[GPU is lost]", "[Unknown Error]", "[Oops",
+             "nan", "NaN", "inf", "-inf", "Infinity", "4x5", "Yes", "0x10", " 45"],
+    "util": ["45 %", "0 %", "45", "x %", "%", "nan %", "[N/A]", "Yes", "-inf %"],
+    "power": ["627.40 W", "60 W", "627.40", "W", "[Not Supported]", "1.2.3 W"],
+    "mask": ["0x0000000000000004", "0x40", "4", "-1", "0xFFFFFFFFFFFFFFFF", "0x", "zz", "[N/A]", ""],
+    "ecc": ["0", "3", "1.5", "-1", "[N/A]", "nan", "inf", "Enabled"],
+    "pending": ["No", "Yes", "0", "[N/A]", "Maybe", "Not Active"],
+}
+
+
+@st.composite
+def _fast_files(draw):
+    n = draw(st.integers(1, 8))
+    rows = []
+    for k in range(n):
+        cells = [draw(st.sampled_from(v[:2]) if draw(st.integers(0, 3)) else st.sampled_from(v))
+                 for v in _CELLS.values()]
+        cells[0] = cells[0].format(m=k)
+        cells.insert(2, "165282305455" + cells[1][-1:])
+        rows.append(", ".join(cells))
+    return [FAST_HEADER] + rows
+
+
+@SETTINGS
+@given(lines=_fast_files(), crlf=st.booleans(), cut_last=st.booleans())
+def test_fast_path_agrees_with_the_exact_path(tmp_path, monkeypatch, lines, crlf, cut_last):
+    """Whatever the fast path makes of a file (typed columns, unreadable values flagged and
+    found from the aggregates, DuckDB's rejected lines) is what the line-by-line path makes
+    of it: same hourly facts, same quarantined lines, same counts."""
+    from polars.testing import assert_frame_equal
+
+    from pipeline.ingest import smi
+
+    end = "\r\n" if crlf else "\n"
+    text = end.join(lines) + end  # (a last line without its end is a block of its own on the exact path)
+    if cut_last:
+        text = text[: len(text) - len(end) - len(lines[-1]) // 2]
+    p = tmp_path / "h" / "x.csv"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(text)
+
+    def hourly():
+        loaded, _ = load_file(p, 1, host="h", tz="Europe/Berlin", fields=None)
+        frame = loaded.tables["smi_hourly"].sort("gpu_index", "serial", "hour", "ts_first", nulls_last=True)
+        return loaded, frame
+
+    fast_loaded, fast = hourly()
+    with monkeypatch.context() as m:
+        m.setattr(smi, "_fast_path", lambda *a, **k: None)
+        exact_loaded, exact = hourly()
+    assert (fast_loaded.rows_read, fast_loaded.rows_loaded) == (exact_loaded.rows_read, exact_loaded.rows_loaded)
+    assert [(r.line_no, r.reason) for r in fast_loaded.rejects] == [(r.line_no, r.reason) for r in exact_loaded.rejects]
+    assert_frame_equal(fast, exact, check_dtypes=False, rel_tol=1e-9)

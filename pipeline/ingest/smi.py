@@ -30,7 +30,7 @@ from pipeline.ingest import smi_facts
 from pipeline.ingest.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
-from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, read_exact, scratch
+from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, has_lone_cr, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -276,12 +276,15 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int):
     Lines DuckDB rejects for their number of cells (a truncated last line, typically) are
     quarantined from here; any other problem (bad bytes, an unreadable value, something
     that looks like a header, a reject the exact path would judge otherwise) declines.
+    Columns whose first value is plain are typed by the reader (:func:`smi_facts.typed_columns`).
     """
     if "timestamp" not in [f.name for f in fields] or smi_facts.needs_round_index(fields):
         return None  # no timestamp, or GPUs numbered by line order: the exact path
     delim = ", " if ", " in first_line(path) else ","
+    types, ts_format = smi_facts.typed_columns(fields, first_line(path, skip=skip), delim)
+    src = csv_source(path, len(fields), skip, delim, types=types, ts_format=ts_format)
     try:
-        rows = con.sql(smi_facts.hourly_sql(fields, csv_source(path, len(fields), skip, delim))).pl()
+        rows = con.sql(smi_facts.hourly_sql(fields, src, typed=types)).pl()
         found = con.execute(
             "SELECT DISTINCT line, error_type, csv_line FROM reject_errors ORDER BY line"
         ).fetchall()
@@ -291,7 +294,7 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int):
     if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
         return None
     rejects = judge_rejects(found, len(fields))
-    if rejects is None:
+    if rejects is None or (rejects and has_lone_cr(path)):
         return None
     return rows, int(rows["samples"].sum()), rejects
 

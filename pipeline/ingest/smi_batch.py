@@ -98,21 +98,30 @@ def spellings(f: Field, raw: str | None = None) -> tuple[str, ...]:
 
 def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
     """Quarantine rows for DuckDB's rejected lines of one file, or None when one of them is
-    something the exact path must judge (only cell-count errors are taken here)."""
+    something the exact path must judge (only cell-count errors are taken here).
+
+    A line may come with several errors (a truncated line in typed columns: a cast error
+    too); a line of the wrong number of cells is quarantined for that, as the exact path
+    does, whatever else DuckDB found in it.
+    """
     from pipeline.ingest.smi_read import BLANK_CHARS
 
-    rejects = []
+    kinds: dict[int, set[str]] = {}
+    raws: dict[int, str] = {}
     for line_no, kind, raw in found:
-        raw = (raw or "").strip("\r\n")
+        kinds.setdefault(int(line_no), set()).add(kind)
+        if raws.setdefault(int(line_no), raw or "") != (raw or ""):
+            return None
+    rejects = []
+    for line_no in sorted(kinds):
+        raw = raws[line_no].strip("\r\n")
         cells = len(raw.split(","))
-        if (kind not in ("MISSING COLUMNS", "TOO MANY COLUMNS") or cells == n or "\ufffd" in raw
+        if (not kinds[line_no] & {"MISSING COLUMNS", "TOO MANY COLUMNS"} or cells == n or "\ufffd" in raw
                 or not raw.strip(BLANK_CHARS) or header_fields(raw) is not None):
             return None
         reason = "truncated_line" if cells < n else "extra_fields"
         detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
-        rejects.append(Rejected(int(line_no), reason, raw, detail))
-    if len({r.line_no for r in rejects}) != len(rejects):
-        return None
+        rejects.append(Rejected(line_no, reason, raw, detail))
     return rejects
 
 

@@ -193,10 +193,11 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def marker_sql(v: str) -> str:
+def marker_sql(v: str, *, null: bool = False) -> str:
     """True when the trimmed value ``v`` is empty, N/A or a marker (``[N/A]``, ``[GPU is lost]``:
-    a value starting with ``[``, so that a marker cut short is still one)."""
-    return f"(ascii({v}) = 91 OR {v} = 'N/A' OR {v} = '')"
+    a value starting with ``[``, so that a marker cut short is still one); with ``null``,
+    also when it is NULL."""
+    return f"({v} IS NULL OR " * null + f"(ascii({v}) = 91 OR {v} = 'N/A' OR {v} = '')" + ")" * null
 
 
 def bool_sql(v: str) -> str:
@@ -209,18 +210,30 @@ def _unitless(v: str, unit: str) -> str:
     if not unit:
         return v
     suffix = " " + unit
-    return f"(CASE WHEN suffix({v}, {_q(suffix)}) THEN {v}[:-{len(suffix) + 1}] ELSE {v} END)"
+    # substr() is about twice as fast as a [:-n] slice here (a number is ASCII either way).
+    return f"(CASE WHEN suffix({v}, {_q(suffix)}) THEN substr({v}, 1, length({v}) - {len(suffix)}) ELSE {v} END)"
 
 
-def clean_sql(f: Field, raw: str, *, as_kind: str | None = None) -> str:
+#: What :func:`clean_sql` with ``flag_bad`` gives an unreadable number or mask: values
+#: the aggregates reveal (``max`` of a NaN is NaN; ``min`` of a mask is negative).
+BAD_NUMBER, BAD_MASK = "'NaN'::DOUBLE", "-1::BIGINT"
+
+
+def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool = False) -> str:
     """SQL turning the raw text column ``raw`` into the clean value of field ``f``.
 
     A value that cannot be read becomes NULL here; :func:`bad_sql` tells it apart from a
     marker, so that the row is quarantined rather than silently nulled. ``raw`` holds the
     cell without surrounding spaces.
+
+    ``flag_bad`` (numbers and masks): an unreadable value becomes :data:`BAD_NUMBER` /
+    :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell or a
+    ``nullstr`` marker) counts as a marker, so one aggregate per column tells whether any
+    row was unreadable (:func:`pipeline.ingest.smi_facts.hourly_sql`) without a per-row check.
     """
     kind = as_kind or f.kind
     v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
+    marker = marker_sql(v, null=flag_bad)
     if kind == "ts":
         fmts = ", ".join(_q(x) for x in TIMESTAMP_FORMATS)
         return f"try_strptime({v}, [{fmts}])"
@@ -229,14 +242,16 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None) -> str:
     if kind == "pci":
         return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {pci_sql(v)} END)"
     if kind == "mask":
-        return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE TRY_CAST(TRY_CAST({v} AS UBIGINT) AS BIGINT) END)"
+        mask = f"TRY_CAST(TRY_CAST({v} AS UBIGINT) AS BIGINT)"
+        mask = f"coalesce({mask}, {BAD_MASK})" if flag_bad else mask
+        return f"(CASE WHEN {marker} THEN NULL ELSE {mask} END)"
     if kind in ("num", "auto"):
         # Letters first go to the Yes/No words; only number-like text is cast (a failing
         # cast is slow, and markers or words on every row are common).
-        return (
-            f"(CASE WHEN {marker_sql(v)} THEN NULL WHEN ascii({v}) >= 65 THEN {bool_sql(v)} "
-            f"ELSE TRY_CAST({_unitless(v, f.unit)} AS DOUBLE) END)"
-        )
+        word, num = bool_sql(v), f"TRY_CAST({_unitless(v, f.unit)} AS DOUBLE)"
+        if flag_bad:
+            word, num = f"coalesce({word}, {BAD_NUMBER})", f"coalesce({num}, {BAD_NUMBER})"
+        return f"(CASE WHEN {marker} THEN NULL WHEN ascii({v}) >= 65 THEN {word} ELSE {num} END)"
     return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
 
 

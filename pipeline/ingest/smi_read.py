@@ -39,14 +39,30 @@ def open_binary(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
-def first_line(path: Path, limit: int = 1 << 20) -> str:
-    """The first line (without its end), decoded leniently; '' for an empty file."""
+def first_line(path: Path, limit: int = 1 << 20, *, skip: int = 0) -> str:
+    """The first line after ``skip`` lines (without its end), decoded leniently; '' for an
+    empty file."""
     try:
         with open_binary(path) as f:
+            for _ in range(skip):
+                f.readline(limit)
             raw = f.readline(limit)
     except (OSError, EOFError, gzip.BadGzipFile):
         return ""
     return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+
+
+def has_lone_cr(path: Path, block: int = 16 << 20) -> bool:
+    """True when a carriage return is not followed by a line feed: DuckDB's reader ends a
+    line there, the exact path does not, so their line numbers and counts differ."""
+    prev = b""
+    with open_binary(path) as f:
+        while data := f.read(block):
+            buf = prev + data
+            if buf[:-1].count(b"\r") != buf.count(b"\r\n"):
+                return True
+            prev = buf[-1:]
+    return False  # a last line's trailing CR is dropped by both
 
 
 def scratch() -> duckdb.DuckDBPyConnection:
@@ -54,18 +70,34 @@ def scratch() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:")
 
 
-def csv_source(path: Path, n: int, skip: int, delim: str = ", ", *, tagged: bool = False) -> str:
+#: Markers a typed read (``csv_source(types=...)``) takes for NULL: nvidia-smi's own, each
+#: a marker to :func:`~pipeline.ingest.smi_fields.marker_sql` too. Any other text in a typed
+#: column is a rejected line.
+NULL_MARKERS = ("", "N/A", "[N/A]", "[Not Supported]", "[Unknown Error]", "[GPU is lost]",
+                "[Requested functionality has been deprecated]", "[Function Not Found]",
+                "[Insufficient Permissions]", "[Not Found]")
+
+
+def csv_source(path: Path, n: int, skip: int, delim: str = ", ", *, tagged: bool = False,
+               types: dict[int, str] | None = None, ts_format: str | None = None) -> str:
     """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting.
 
     nvidia-smi separates cells with ``, ``; reading with that two-byte delimiter hands
     over cells without their leading space, so no per-cell trim is needed. ``tagged``: each
     line starts with one more cell, read as ``filename`` (a batch of files joined in one).
+    ``types``: columns read as that DuckDB type instead of text (timestamps in ``ts_format``,
+    :data:`NULL_MARKERS` as NULL in every column).
     """
-    cols = ", ".join(["'filename': 'VARCHAR'"] * tagged + [f"'c{i}': 'VARCHAR'" for i in range(n)])
+    types = types or {}
+    cols = ", ".join(["'filename': 'VARCHAR'"] * tagged + [f"'c{i}': '{types.get(i, 'VARCHAR')}'" for i in range(n)])
     p = str(path).replace("'", "''")
+    typed = ""
+    if types:
+        nulls = ", ".join("'" + m.replace("'", "''") + "'" for m in NULL_MARKERS)
+        typed = f"nullstr=[{nulls}], " + (f"timestampformat='{ts_format}', " if ts_format else "")
     return (
         f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim='{delim}', quote='', "
-        f"escape='', auto_detect=false, null_padding=false, store_rejects=true, "
+        f"escape='', auto_detect=false, null_padding=false, store_rejects=true, {typed}"
         f"compression='{'gzip' if is_gzip(path) else 'none'}')"
     )
 
