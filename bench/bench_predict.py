@@ -178,6 +178,14 @@ def _walk_lines(w: dict) -> list[str]:
                      f"{_g(mo['ece'], '{:.4f}')} |")
     if w.get("pooled") is None:
         return lines + [""]
+    fw = w.get("full_window") or {}
+    if fw.get("pooled") and fw["periods"] < len(w["periods"]):
+        fm = fw["pooled"]
+        lines += ["", f"Only the {fw['periods']} periods trained on the full window: caught "
+                  f"{fm['model']['failures_caught']} / {fm['model']['failures']} (rules "
+                  f"{fm['baseline']['failures_caught']}), median lead {_g(fm['model']['median_lead_days'], '{:.1f}')} "
+                  f"days (rules {_g(fm['baseline']['median_lead_days'], '{:.1f}')}), recall ratio "
+                  f"{_g(fm['recall_ratio_vs_baseline'], '{:.2f}')}×, ECE {_g(fm['model']['ece'], '{:.4f}')}."]
     hist = {k: {d: v.count(d) for d in range(1, 8)} for k, v in w["leads"].items()}
     lines += ["", *_metric_lines(w["pooled"], "all test periods pooled"), "",
               "Lead days of the caught failures (pooled; first alert to the replacement ticket):", "",

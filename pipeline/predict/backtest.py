@@ -44,7 +44,9 @@ def walk_forward(wh: Warehouse, cfg: Config, periods: int, *, seed: int = 0, min
     """Per-period and pooled metrics (model next to the rules), see :func:`evaluate.compare`.
 
     Returns ``{"periods": [{"split", "metrics" | "note"}...], "pooled": compare(...) or None,
-    "leads": {"model": [...], "baseline": [...]}}`` (lead days of each caught failure, pooled).
+    "leads": {"model": [...], "baseline": [...]}, "full_window": {"periods", "pooled", "leads"}}``
+    (lead days of each caught failure, pooled; ``full_window``: the periods whose training
+    window had all ``train_days``, the nightly model once the warehouse holds enough history).
     """
     p = cfg.predict
     first, last = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL",
@@ -65,14 +67,16 @@ def walk_forward(wh: Warehouse, cfg: Config, periods: int, *, seed: int = 0, min
                 rows.append({"split": s.to_dict(), "note": fitted})
                 continue
             rows.append({"split": s.to_dict(), "metrics": fitted.metrics})
-            done.append(fitted)
+            done.append((fitted, s))
             m = fitted.metrics
             log.info("walk-forward %s..%s: %d failures, PR-AUC %.3f vs %.3f, lead %s vs %s", *s.test,
                      m["model"]["failures"], m["model"]["pr_auc"] or 0, m["baseline"]["pr_auc"] or 0,
                      m["model"]["median_lead_days"], m["baseline"]["median_lead_days"])
     if not done:
         return {"periods": rows, "pooled": None, "leads": {}}
-    return {"periods": rows, **pooled(done, p)}
+    full = [f for f, s in done if (s.train[1] - s.train[0]).days + 1 == p.train_days]
+    return {"periods": rows, **pooled([f for f, _ in done], p),
+            "full_window": {"periods": len(full), **(pooled(full, p) if full else {"pooled": None, "leads": {}})}}
 
 
 def pooled(done: list[Fitted], p: Predict) -> dict:

@@ -4,6 +4,12 @@ Reads and writes nothing (works on a frame of labelled GPU-days and scores); the
 writes the results as DVC metrics and plot data. Precision is per GPU-day; recall in the
 top-k and top-1% lists, lead time and cost are per failure (a failure is caught when the
 GPU was flagged on any of the ``horizon_days`` days before it).
+
+Lead time, the same for model and rules: from the first alert within the horizon before a
+failure (the day its replacement ticket was opened) to that day, so 1 to ``horizon_days``:
+an earlier alert answers a question the model is not asked (replacement within the
+horizon). A breakdown ticketed the same day has no day to be caught on (the replacement
+day ends the GPU's rows).
 """
 
 from __future__ import annotations

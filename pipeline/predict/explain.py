@@ -65,6 +65,9 @@ def _temperature(row) -> str | None:
     dt = _v(row, "temp_vs_model_7d")
     if abs(dt) >= 3:
         parts.append(f"{abs(dt):.0f} °C {'above' if dt > 0 else 'below'} its model's median")
+    own = _v(row, "temp_vs_own_before")
+    if own >= 3:
+        parts.append(f"{own:.0f} °C warmer than in the month before")
     if _v(row, "temp_slope_7d") >= 0.5:
         parts.append(f"warming {_v(row, 'temp_slope_7d'):.1f} °C/day")
     if _v(row, "throttle_thermal_7d") >= 0.05:
@@ -124,11 +127,14 @@ def _fleet(row) -> str | None:
 GROUPS: dict[str, tuple[list[str], Callable]] = {
     "xid": (_XID_COLS + ["xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
                          "xid_app_7d", "xid_all_30d", "days_since_crit_xid"], _xid),
-    "ecc": (["ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend", "ecc_uncorr_7d", "ecc_uncorr_30d"], _ecc),
-    "memory": (["retired_pages", "retired_pages_delta_7d", "remap_pending_7d", "remap_failed_30d", "remap_uncorr_30d"], _memory),
-    "temperature": (["temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d", "temp_vs_own_30d",
-                     "temp_vs_model_7d", "throttle_thermal_7d", "throttle_hw_7d"], _temperature),
-    "pcie": (["pcie_width_deficit_7d", "pcie_replay_7d", "pcie_replay_30d"], _pcie),
+    "ecc": (["ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend", "ecc_corr_slope_7d",
+             "ecc_corr_vs_own_before", "ecc_uncorr_7d", "ecc_uncorr_30d"], _ecc),
+    "memory": (["retired_pages", "retired_pages_delta_7d", "retired_pages_delta_30d", "remap_pending_7d",
+                "remap_failed_30d", "remap_uncorr_30d"], _memory),
+    "temperature": (["temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d", "temp_slope_30d",
+                     "temp_vs_own_30d", "temp_vs_own_before", "temp_vs_model_7d", "throttle_thermal_7d",
+                     "throttle_hw_7d"], _temperature),
+    "pcie": (["pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_replay_7d", "pcie_replay_30d"], _pcie),
     "power": (["power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d", "fan_mean_7d",
                "fan_vs_model_7d", "power_brake_7d"], _power),
     "host": (["sxid_host_7d", "sxid_host_30d", "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d"], _host),

@@ -42,16 +42,16 @@ TARGETS: tuple[str, ...] = ("label", "days_to_failure")
 
 _NUMERIC_BASE: tuple[str, ...] = (
     "slot", "age_days", "telemetry_days_7d",
-    "temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d",
-    "temp_vs_own_30d", "temp_vs_model_7d",
+    "temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d", "temp_slope_30d",
+    "temp_vs_own_30d", "temp_vs_own_before", "temp_vs_model_7d",
     "power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d",
     "fan_mean_7d", "fan_vs_model_7d",
     "throttle_thermal_7d", "throttle_hw_7d", "power_brake_7d",
-    "ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend",
+    "ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend", "ecc_corr_slope_7d", "ecc_corr_vs_own_before",
     "ecc_uncorr_7d", "ecc_uncorr_30d",
-    "retired_pages", "retired_pages_delta_7d",
+    "retired_pages", "retired_pages_delta_7d", "retired_pages_delta_30d",
     "remap_pending_7d", "remap_failed_30d", "remap_uncorr_30d",
-    "pcie_width_deficit_7d", "pcie_replay_7d", "pcie_replay_30d",
+    "pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_replay_7d", "pcie_replay_30d",
     "xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
     "xid_app_7d", "xid_all_30d", "days_since_crit_xid",
     "sxid_host_7d", "sxid_host_30d",
@@ -79,6 +79,9 @@ def features_sql(cfg: Config, failures: str) -> str:
     :func:`pipeline.predict.labels.failure_events_sql`).
     """
     w1, w7, w30 = _win(1), _win(7), _win(30)
+    # The GPU's own normal: the 30 days before the last 7, so a slow precursor (ECC
+    # climbing, a temperature creep over weeks) is not averaged into its own baseline.
+    before = "(PARTITION BY serial ORDER BY day ROWS BETWEEN 36 PRECEDING AND 7 PRECEDING)"
     parts = ", ".join(f"'{p}'" for p in cfg.stats.failure_parts) or "NULL"
     actions = ", ".join(f"'{a}'" for a in cfg.stats.failure_actions) or "NULL"
     xid_day = ",\n      ".join(
@@ -118,7 +121,7 @@ tele AS (
     sum(ecc_corrected_delta) AS ecc_c, sum(ecc_uncorrected_delta) AS ecc_u,
     max(retired_pages_max) AS retired, max(remapped_rows_pending_max) AS remap_p,
     max(remapped_rows_failed_max) AS remap_f, max(remapped_rows_uncorrectable_max) AS remap_u,
-    max(pcie_width_max_reported - pcie_width_min) AS pcie_deficit, sum(pcie_replay_delta) AS pcie_replay,
+    min(pcie_width_min) AS pcie_min, max(pcie_width_max_reported) AS pcie_max, sum(pcie_replay_delta) AS pcie_replay,
     arg_max(pci_bus_id, samples) AS pci_bus_id
   FROM gpu_days WHERE serial IS NOT NULL GROUP BY serial, day
 ),
@@ -173,6 +176,8 @@ roll AS (
     avg(temp_mean) OVER {w30} AS temp_mean_30d,
     max(temp_max) OVER {w7} AS temp_max_7d,
     regr_slope(temp_mean, dn) OVER {w7} AS temp_slope_7d,
+    regr_slope(temp_mean, dn) OVER {w30} AS temp_slope_30d,
+    avg(temp_mean) OVER {before} AS temp_mean_before,
     avg(power_mean) OVER {w7} AS power_mean_7d,
     avg(util_mean) OVER {w7} AS util_mean_7d,
     avg(sm_clock) OVER {w7} AS sm_clock_7d,
@@ -183,14 +188,21 @@ roll AS (
     sum(coalesce(ecc_c, 0)) OVER {w1} AS ecc_corr_1d,
     sum(coalesce(ecc_c, 0)) OVER {w7} AS ecc_corr_7d,
     sum(coalesce(ecc_c, 0)) OVER {w30} AS ecc_corr_30d,
+    regr_slope(coalesce(ecc_c, 0), dn) OVER {w7} AS ecc_corr_slope_7d,
+    sum(coalesce(ecc_c, 0)) OVER {before} AS ecc_corr_before,
     sum(coalesce(ecc_u, 0)) OVER {w7} AS ecc_uncorr_7d,
     sum(coalesce(ecc_u, 0)) OVER {w30} AS ecc_uncorr_30d,
     max(retired) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS retired_pages,
     max(retired) OVER (PARTITION BY serial ORDER BY day ROWS BETWEEN UNBOUNDED PRECEDING AND 7 PRECEDING) AS retired_before_7d,
+    max(retired) OVER (PARTITION BY serial ORDER BY day ROWS BETWEEN UNBOUNDED PRECEDING AND 30 PRECEDING) AS retired_before_30d,
     max(remap_p) OVER {w7} AS remap_pending_7d,
     max(remap_f) OVER {w30} AS remap_failed_30d,
     max(remap_u) OVER {w30} AS remap_uncorr_30d,
-    max(pcie_deficit) OVER {w7} AS pcie_width_deficit_7d,
+    -- The link's full width: as reported, else the widest this GPU has run at (many
+    -- queries leave out pcie.link.width.max, and a narrowed link is a precursor).
+    max(coalesce(pcie_max, pcie_min)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS pcie_full,
+    min(pcie_min) OVER {w7} AS pcie_min_7d,
+    min(pcie_min) OVER {w30} AS pcie_min_30d,
     sum(coalesce(pcie_replay, 0)) OVER {w7} AS pcie_replay_7d,
     sum(coalesce(pcie_replay, 0)) OVER {w30} AS pcie_replay_30d,
     sum(coalesce(crit, 0)) OVER {w1} AS xid_crit_1d,
@@ -221,17 +233,21 @@ fleet AS (
 )
 SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   slot, age_days, telemetry_days_7d,
-  temp_mean_1d, temp_mean_7d, temp_mean_30d, temp_max_7d, temp_slope_7d,
-  temp_mean_7d - temp_mean_30d AS temp_vs_own_30d, temp_vs_model_7d,
+  temp_mean_1d, temp_mean_7d, temp_mean_30d, temp_max_7d, temp_slope_7d, temp_slope_30d,
+  temp_mean_7d - temp_mean_30d AS temp_vs_own_30d, temp_mean_7d - temp_mean_before AS temp_vs_own_before,
+  temp_vs_model_7d,
   power_mean_7d, power_vs_model_7d, util_mean_7d, sm_clock_vs_model_7d,
   fan_mean_7d, fan_vs_model_7d,
   throttle_thermal_7d, throttle_hw_7d, power_brake_7d,
   ecc_corr_1d, ecc_corr_7d, ecc_corr_30d,
-  ecc_corr_7d / 7.0 - ecc_corr_30d / 30.0 AS ecc_corr_trend,
+  ecc_corr_7d / 7.0 - ecc_corr_30d / 30.0 AS ecc_corr_trend, ecc_corr_slope_7d,
+  ln(1 + greatest(ecc_corr_7d, 0) / 7.0) - ln(1 + greatest(coalesce(ecc_corr_before, 0), 0) / 30.0) AS ecc_corr_vs_own_before,
   ecc_uncorr_7d, ecc_uncorr_30d,
   retired_pages, retired_pages - coalesce(retired_before_7d, 0) AS retired_pages_delta_7d,
+  retired_pages - coalesce(retired_before_30d, 0) AS retired_pages_delta_30d,
   remap_pending_7d, remap_failed_30d, remap_uncorr_30d,
-  pcie_width_deficit_7d, pcie_replay_7d, pcie_replay_30d,
+  pcie_full - pcie_min_7d AS pcie_width_deficit_7d, pcie_full - pcie_min_30d AS pcie_width_deficit_30d,
+  pcie_replay_7d, pcie_replay_30d,
   xid_crit_1d, xid_crit_7d, xid_crit_30d, xid_warn_7d, xid_warn_30d, xid_app_7d, xid_all_30d,
   CAST(coalesce(datediff('day', last_crit_day, day), 999) AS DOUBLE) AS days_since_crit_xid,
   sxid_host_7d, sxid_host_30d,

@@ -214,6 +214,11 @@ def card_markdown(card: dict) -> str:
         *(f"| {r} | {fmt(m.get(r))} | {fmt(b.get(r))} |" for r in rows),
         "", f"Model recall at the baseline's precision: {fmt(card.get('metrics', {}).get('model_recall_at_baseline_precision'))} "
         f"(baseline recall {fmt(card.get('metrics', {}).get('baseline_recall'))}).", "",
+        "Definitions: a failure is a GPU replacement (the day its ticket was opened). The model alerts when "
+        f"its risk is at least the break-even {fmt(card.get('metrics', {}).get('alert_threshold'))} (cost of a "
+        "needless drain / cost of a missed failure), the rules on any critical Xid in 7 days. A failure is caught "
+        "when an alert falls on one of the horizon's days before it; its lead is the days from the first such "
+        "alert to the failure day (1 to the horizon), the same for both.", "",
         "## Features", "", ", ".join(card["features"]), "",
     ]
     return "\n".join(lines)
