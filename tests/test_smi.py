@@ -311,3 +311,17 @@ def test_typed_columns_follow_the_first_data_line():
                      "ecc.errors.corrected.volatile.total": "DOUBLE", "ecc.errors.uncorrected.volatile.total": "DOUBLE"}
     assert fmt == "%Y/%m/%d %H:%M:%S.%f"
     assert typed_columns(fields, line()[:40], ", ") == ({}, None)  # a short line types nothing
+
+
+def test_a_marker_in_a_typed_column_reads_the_file_again_as_text(tmp_path, monkeypatch):
+    # The first line types temperature.gpu as a number; a GPU lost later prints a marker there.
+    f = write(tmp_path / "h" / "a.csv", HEADER, line(), line(idx=1, temp="[GPU is lost]", ecc="[GPU is lost]"),
+              line(ts="2026/07/03 22:10:47.109"))
+    calls = []
+    real = smi._fast_path
+    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: calls.append(k) or real(*a, **k))
+    loaded, hourly = _hourly(f)
+    assert [k.get("typed", True) for k in calls] == [True, False]  # typed, then as text: not line by line
+    assert loaded.rows_loaded == 3 and not loaded.rejects
+    assert hourly.filter(pl.col("gpu_index") == 1)["temp_n"].to_list() == [0]
+    assert hourly.filter(pl.col("gpu_index") == 0)["temp_n"].to_list() == [2]

@@ -269,34 +269,46 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     return loaded, last
 
 
-def _fast_path(con, path: Path, fields: list[Field], skip: int):
+def _fast_path(con, path: Path, fields: list[Field], skip: int, *, typed: bool = True):
     """(hourly rows, data rows, rejects) from one DuckDB pass, or None when the file needs
     the exact path.
 
     Lines DuckDB rejects for their number of cells (a truncated last line, typically) are
     quarantined from here; any other problem (bad bytes, an unreadable value, something
     that looks like a header, a reject the exact path would judge otherwise) declines.
-    Columns whose first value is plain are typed by the reader (:func:`smi_facts.typed_columns`).
+    Columns whose first value is plain are typed by the reader (:func:`smi_facts.typed_columns`);
+    should a later value not fit its type (a marker, a word), the file is read again as text.
     """
     if "timestamp" not in [f.name for f in fields] or smi_facts.needs_round_index(fields):
         return None  # no timestamp, or GPUs numbered by line order: the exact path
     delim = ", " if ", " in first_line(path) else ","
-    types, ts_format = smi_facts.typed_columns(fields, first_line(path, skip=skip), delim)
+    types, ts_format = smi_facts.typed_columns(fields, first_line(path, skip=skip), delim) if typed else ({}, None)
     src = csv_source(path, len(fields), skip, delim, types=types, ts_format=ts_format)
     try:
         rows = con.sql(smi_facts.hourly_sql(fields, src, typed=types)).pl()
         found = con.execute(
-            "SELECT DISTINCT line, error_type, csv_line FROM reject_errors ORDER BY line"
+            "SELECT DISTINCT line, error_type, csv_line FROM reject_errors "
+            "WHERE scan_id = (SELECT max(scan_id) FROM reject_scans) ORDER BY line"
         ).fetchall()
     except duckdb.Error as exc:
         log.info("%s: fast path declined (%s); reading line by line", path, exc)
         return None
+    if types and _misfits(found):
+        return _fast_path(con, path, fields, skip, typed=False)
     if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
         return None
     rejects = judge_rejects(found, len(fields))
     if rejects is None or (rejects and has_lone_cr(path)):
         return None
     return rows, int(rows["samples"].sum()), rejects
+
+
+def _misfits(found: list[tuple]) -> bool:
+    """True when DuckDB rejected a whole line (not a header) only for a value its column's
+    type cannot hold: read as text, the line may well be fine."""
+    cast = {(line, raw) for line, kind, raw in found if kind == "CAST"}
+    other = {line for line, kind, _ in found if kind != "CAST"}
+    return any(line not in other and header_fields((raw or "").rstrip("\r\n")) is None for line, raw in cast)
 
 
 # -- the stage ---------------------------------------------------------------------------

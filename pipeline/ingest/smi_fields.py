@@ -227,9 +227,8 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
     cell without surrounding spaces.
 
     ``flag_bad`` (numbers and masks): an unreadable value becomes :data:`BAD_NUMBER` /
-    :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell or a
-    ``nullstr`` marker) counts as a marker, so one aggregate per column tells whether any
-    row was unreadable (:func:`pipeline.ingest.smi_facts.hourly_sql`) without a per-row check.
+    :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell) counts
+    as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.smi_facts.hourly_sql`) without a per-row check.
     """
     kind = as_kind or f.kind
     v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
