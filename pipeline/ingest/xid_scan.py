@@ -1,12 +1,12 @@
 """Finding the few lines of a kernel log that matter, fast.
 
 About one line in a hundred of a busy host's kernel log is the NVIDIA driver's. Running a
-regular expression over every line costs many times the reading of the file, so the file is
-read whole and searched for rare bytes first (``bytes.find`` of one byte is ``memchr``,
-several times faster than a search for a word or a regular expression): ``X`` then a check
-for ``Xid`` (covers ``SXid``), and ``V`` then a check for ``NVRM`` and the words of the
-driver's map and fallen-off lines; only in uptime-stamped logs, one search for the RTC
-boot marker. Only those lines are decoded and parsed.
+regular expression over every line costs many times the reading of the file, so the
+pure-Python scanner reads the file whole and searches it for rare bytes first (``bytes.find``
+of one byte is ``memchr``, several times faster than a search for a word or a regular
+expression): ``X`` then a check for ``Xid`` (covers ``SXid``), and ``V`` then a check for
+``NVRM`` and the words of the driver's map and fallen-off lines; only in uptime-stamped logs,
+one search for the RTC boot marker. Only those lines are decoded and parsed.
 
 Where the optional C extension :mod:`pipeline.ingest._xidscan` is built (``pip install``
 builds it when a C compiler is there), one native sweep finds the same lines and counts
