@@ -154,3 +154,16 @@ def test_an_unknown_field_keeps_the_data_rule(tmp_path):
     f.parent.mkdir()
     f.write_text("timestamp, index, vendor.thing\n2026/07/03 10:00:00.000, 0, 5\n")
     assert parse_smi_files([f])[0].schema["vendor_thing"] == pl.Int64
+
+
+def test_parse_smi_numbers_minimal_query_gpus_by_round(tmp_path):
+    # `fleetfault parse smi` gives the minimal query's lines the index the facts use: the
+    # line's place in its sampling round, per file; an unreadable line keeps no one's place.
+    a, b = tmp_path / "n1" / "a.csv", tmp_path / "n1" / "b.csv"
+    a.parent.mkdir()
+    a.write_text(MINIMAL + "\n" + "\n".join(_minimal_rounds(bad=(0, 1))) + "\n")
+    b.write_text("\n".join(_minimal_rounds()[:2]) + "\n")  # headerless: continues a's header
+    df, rejects = parse_smi_files([a, b], tz="UTC")
+    assert [r.reason for r in rejects] == ["bad_value"] and rejects[0].line_no == 3
+    assert df["gpu_index"].to_list() == [0, 2, 0, 1, 2] + [0, 1]
+    assert df["memory_used"].to_list() == [0, 2000, 0, 1000, 2000] + [0, 1000]

@@ -73,6 +73,9 @@ def parse_smi_files(
         column per other field (``memory.used [MiB]`` -> ``memory_used``, numbers in
         nvidia-smi's default units, Yes/No/Enabled/Disabled/Active/Not Active as 1/0,
         markers as null). Each rejected line's ``detail`` starts with its file.
+        Without a field that tells GPUs apart (the minimal query ``timestamp,name,...``),
+        ``gpu_index`` is the line's place in its sampling round, as in the hourly facts
+        (:func:`pipeline.ingest.smi_facts.round_index_sql`).
 
     Examples
     --------
@@ -152,12 +155,17 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             row = con.execute(f"SELECT {checks} FROM seg").fetchall()[0]
             numeric = {i for i, ok in zip(auto, row) if ok}
         by_name = {f.name: i for i, f in enumerate(fields)}
+        # No field tells GPUs apart (the minimal query): each line's place in its sampling
+        # round is its index, as in the hourly facts; numbered per file, before bad lines go.
+        by_round = smi_facts.needs_round_index(fields)
         sel = {}
         for col, src in (("ts", "timestamp"), ("gpu_index", "index"), ("name", "name"),
                          ("serial", "serial"), ("uuid", "uuid"), ("pci_bus_id", "pci.bus_id")):
             if src in by_name:
                 i = by_name[src]
                 sel[col] = clean_sql(fields[i], f"c{i}")
+            elif col == "gpu_index" and by_round:
+                sel[col] = "TRY_CAST(_round_idx AS INTEGER)"
             else:
                 sel[col] = {"ts": "NULL::TIMESTAMP", "gpu_index": "NULL::INTEGER"}.get(col, "NULL::VARCHAR")
         host_sql = "'" + host.replace("'", "''") + "'"
@@ -178,11 +186,11 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             dtypes[col] = fixed_dtype(f.name) if f.kind in ("num", "mask") or i in numeric else None
             kind = ("num" if i in numeric else "text") if f.kind == "auto" else None
             sel[col] = clean_sql(f, f"c{i}", as_kind=kind)
-        src = "seg"
+        src = smi_facts.round_index_sql(fields, "seg", by="_seq") if by_round else "seg"
         if rejects:
             con.register("bad_lines", pl.DataFrame({"_seq": [r.seq for r in rejects],
                                                     "line_no": [r.rejected.line_no for r in rejects]}))
-            src = "(SELECT * FROM seg ANTI JOIN bad_lines USING (_seq, line_no))"
+            src = f"(SELECT * FROM {src} ANTI JOIN bad_lines USING (_seq, line_no))"
         cols = ", ".join(f'{e} AS "{c}"' for c, e in sel.items())
         df = con.sql(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}").pl()
     finally:

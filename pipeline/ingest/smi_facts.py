@@ -65,9 +65,10 @@ def needs_round_index(fields: list[Field]) -> bool:
     return "timestamp" in names and not names.intersection(_GPU_IDS)
 
 
-def round_index_sql(fields: list[Field], src: str) -> str:
+def round_index_sql(fields: list[Field], src: str, *, by: str | None = None) -> str:
     """``src`` (with ``line_no``) and ``_round_idx``: the GPU index of each line, numbered
-    from 0 within its sampling round.
+    from 0 within its sampling round (``by``: a column telling files apart, each numbered
+    on its own).
 
     nvidia-smi prints a round's GPUs in index order, each line stamped when its GPU was
     queried (a few ms apart), so a round is a run of consecutive lines each less than
@@ -78,15 +79,17 @@ def round_index_sql(fields: list[Field], src: str) -> str:
     """
     i = [f.name for f in fields].index("timestamp")
     ts = clean_sql(fields[i], f"c{i}")
+    key, part = (f"{by}, ", f"PARTITION BY {by} ") if by else ("", "")
+    w = f"OVER ({part}ORDER BY line_no)"
     return f"""(
-SELECT s.*, (row_number() OVER (PARTITION BY g.rnd ORDER BY s.line_no) - 1)::VARCHAR AS _round_idx
+SELECT s.*, (row_number() OVER (PARTITION BY {key}g.rnd ORDER BY s.line_no) - 1)::VARCHAR AS _round_idx
 FROM {src} s LEFT JOIN (
-  SELECT line_no, sum(new) OVER (ORDER BY line_no) AS rnd FROM (
-    SELECT line_no, CASE WHEN lag(t) OVER (ORDER BY line_no) IS NULL OR t < lag(t) OVER (ORDER BY line_no)
-      OR t - lag(t) OVER (ORDER BY line_no) >= INTERVAL {ROUND_GAP_MS} MILLISECOND THEN 1 ELSE 0 END AS new
-    FROM (SELECT line_no, {ts} AS t FROM {src}) WHERE t IS NOT NULL
+  SELECT {key}line_no, sum(new) {w} AS rnd FROM (
+    SELECT {key}line_no, CASE WHEN lag(t) {w} IS NULL OR t < lag(t) {w}
+      OR t - lag(t) {w} >= INTERVAL {ROUND_GAP_MS} MILLISECOND THEN 1 ELSE 0 END AS new
+    FROM (SELECT {key}line_no, {ts} AS t FROM {src}) WHERE t IS NOT NULL
   )
-) g USING (line_no)
+) g USING ({key}line_no)
 )"""
 
 
@@ -123,10 +126,9 @@ def typed_columns(fields: list[Field], line: str, delim: str) -> tuple[dict[int,
     ``{column: DuckDB type}`` and the timestamp format (None: not typed).
 
     Letting the reader parse plain numbers, hex masks and the timestamp saves the text
-    round trip (a third of the fast path's time). Only fields the facts use and whose
-    value in ``line`` is plain (no unit, word or marker) are typed; a later value the type
-    cannot hold is a rejected line, so the file goes the exact way
-    (:func:`~pipeline.ingest.smi_batch.judge_rejects`).
+    round trip. Only fields the facts use and whose value in ``line`` is plain (no unit,
+    word or marker) are typed; a later value the type cannot hold is a rejected line
+    (``CAST``), and the fast path reads the file again as text.
     """
     cells = line.split(delim)
     if len(cells) != len(fields):
@@ -192,9 +194,9 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
     Flagged numbers are NaN, and a number DuckDB's reader typed may be NaN or infinity where
     the exact path would have read the word ``nan`` or ``inf`` (unreadable): either makes
     ``max`` not finite (DuckDB orders NaN above infinity; a finite value, or ``-inf``, the
-    exact path reads alike); a flagged or negative mask makes ``min`` negative. An unreadable time leaves ``hour_local`` NULL, an unreadable
-    index (a group key, and the only ``int`` field) fails its cast: both are checked on
-    the aggregated row.
+    exact path reads alike); a flagged or negative mask makes ``min`` negative. An
+    unreadable time leaves ``hour_local`` NULL, an unreadable index (a group key, and the
+    only ``int`` field) fails its cast: both are checked on the aggregated row.
     """
     values, keys = [], []
     for i in _strict(fields):
