@@ -325,3 +325,29 @@ def test_a_marker_in_a_typed_column_reads_the_file_again_as_text(tmp_path, monke
     assert loaded.rows_loaded == 3 and not loaded.rejects
     assert hourly.filter(pl.col("gpu_index") == 1)["temp_n"].to_list() == [0]
     assert hourly.filter(pl.col("gpu_index") == 0)["temp_n"].to_list() == [2]
+
+
+def test_headerless_file_is_loaded_once_its_hosts_header_arrives(tmp_path, wh):
+    # The live (copytruncated, headerless) file arrives a run before the rotated one with
+    # the header: first quarantined as no_header, then loaded, once, with nothing doubled.
+    data = tmp_path / "data"
+    hdr = "timestamp, index, serial, temperature.gpu"
+    live = ["2026/07/03 11:00:00.000, 0, SN0, 50", "2026/07/03 11:30:00.000, 0, SN0, 52"]
+    write(data / "telemetry" / "h1" / "gpu.csv", *live)
+
+    def run():
+        ctx = _ctx(tmp_path, wh, data)
+        smi.run(ctx)
+        rep = ctx.report("smi")
+        return rep, wh.sql("SELECT reason, count(*) FROM quarantine GROUP BY ALL")
+
+    rep, quarantined = run()
+    assert (rep.files, rep.rows_loaded, rep.rows_quarantined) == (1, 0, 2) and quarantined == [("no_header", 2)]
+    write(data / "telemetry" / "h1" / "gpu.csv.1", hdr, "2026/07/03 10:00:00.000, 0, SN0, 40")
+    rep, quarantined = run()
+    assert (rep.files, rep.unchanged, rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (2, 0, 3, 3, 0)
+    assert quarantined == [] and wh.scalar("SELECT count(*) FROM files") == 2
+    assert wh.scalar("SELECT sum(samples) FROM gpu_days") == 3
+    rep, quarantined = run()  # and the next run changes nothing
+    assert (rep.files, rep.unchanged, rep.rows_loaded) == (2, 2, 0)
+    assert wh.scalar("SELECT sum(samples) FROM smi_hourly") == 3 and wh.scalar("SELECT count(*) FROM files") == 2

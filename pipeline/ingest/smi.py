@@ -32,7 +32,7 @@ from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
 from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, has_lone_cr, read_exact, scratch
 from pipeline.timeutil import local_to_utc_expr
-from pipeline.warehouse import Loaded, Rejected
+from pipeline.warehouse import FileResult, Loaded, Rejected
 
 log = logging.getLogger(__name__)
 
@@ -389,24 +389,59 @@ def run(ctx) -> None:
             keep_samples(path, samples_root, host=host, tz=tz, fields=fields)
         return loaded
 
-    if samples_root is not None:  # clean samples are written file by file
-        ctx.ingest_files(STAGE, [p for p, _, _ in plan], loader)
-    else:
-        _ingest_batched(ctx, plan, sites, before, state)
+    def ingest(entries) -> dict[Path, FileResult]:
+        if samples_root is not None:  # clean samples are written file by file
+            return {path: wh.ingest_file(STAGE, path, loader, key=ctx.file_key(path))
+                    for path, _, _ in ctx.track(entries, f"{STAGE}: files")}
+        return _ingest_batched(ctx, entries, sites, before, state)
+
+    results = ingest(plan)
+    results.update(_retry_headerless(ctx, plan, before, ingest))
+    rep = ctx.report(STAGE)
+    for res in results.values():
+        rep.files += 1
+        rep.unchanged += res.status == "unchanged"
+        rep.rows_read += res.rows_read
+        rep.rows_loaded += res.rows_loaded
+        rep.rows_quarantined += res.rows_quarantined
     n = recompute_gpu_days(wh)
-    ctx.report(STAGE).rows_out = n
+    rep.rows_out = n
 
 
-def _ingest_batched(ctx, plan, sites, before, state) -> None:
+def _retry_headerless(ctx, plan, before, ingest) -> dict[Path, FileResult]:
+    """Load again the files whose every quarantined line is ``no_header`` once their host
+    has a field list for them (the file with the header arrived after them, or the config
+    gained one): the registry skips unchanged files, so they are marked changed first, and a
+    changed file's old rows are replaced, never added to. A reloaded file can give the file
+    after it its field list, hence the rounds. Returns the reloaded files' results."""
+    wh = ctx.wh
+    keys = {ctx.file_key(path): (path, host, prev) for path, host, prev in plan}
+    waiting_keys = {k for (k,) in wh.sql(
+        "SELECT path FROM files f WHERE stage = ? AND rows_quarantined > 0 AND NOT EXISTS "
+        "(SELECT 1 FROM quarantine q WHERE q.file_id = f.file_id AND q.reason <> 'no_header')", [STAGE],
+        step="files waiting for a header")}
+    waiting = [e for k, e in keys.items() if k in waiting_keys]
+    out: dict[Path, FileResult] = {}
+    while ready := [e for e in waiting if before(e[1], e[2]) is not None]:
+        ready_keys = [ctx.file_key(e[0]) for e in ready]
+        wh.sql("UPDATE files SET sha256 = 'retry: a header is known now' WHERE stage = ? "
+               "AND path IN (SELECT unnest(?::VARCHAR[]))", [STAGE, ready_keys], step="mark files to retry")
+        out.update(ingest(ready))
+        waiting = [e for e in waiting if e not in ready]
+    return out
+
+
+def _ingest_batched(ctx, plan, sites, before, state) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
-    :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each)."""
+    :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
+    returns each file's result."""
     chunks: list[list[tuple[Path, str, Path | None]]] = []
     for entry in plan:
         if chunks and chunks[-1][0][1] == entry[1] and len(chunks[-1]) < BATCH_FILES:
             chunks[-1].append(entry)
         else:
             chunks.append([entry])
-    rep = ctx.report(STAGE)
+    results: dict[Path, FileResult] = {}
     for chunk in ctx.track(chunks, f"{STAGE}: file batches"):
         host = chunk[0][1]
         tz = ctx.cfg.site_tz(sites.get(host_key(host)))
@@ -436,12 +471,8 @@ def _ingest_batched(ctx, plan, sites, before, state) -> None:
             return out
 
         paths = [path for path, _, _ in chunk]
-        for res in ctx.wh.ingest_batch(STAGE, paths, loader, keys=[ctx.file_key(p) for p in paths]):
-            rep.files += 1
-            rep.unchanged += res.status == "unchanged"
-            rep.rows_read += res.rows_read
-            rep.rows_loaded += res.rows_loaded
-            rep.rows_quarantined += res.rows_quarantined
+        results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=[ctx.file_key(p) for p in paths])))
+    return results
 
 
 def keep_samples(path: Path, root: Path, *, host: str, tz: str, fields: list[Field] | None) -> int:
