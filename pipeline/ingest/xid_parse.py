@@ -175,7 +175,7 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None, latest:
 
 
 def parse_bytes(
-    buf: bytes,
+    buf: bytes | scan.Scanned,
     *,
     source_file: str,
     host: str,
@@ -189,8 +189,9 @@ def parse_bytes(
 
     Parameters
     ----------
-    buf : bytes
-        The whole (decompressed) file.
+    buf : bytes or xid_scan.Scanned
+        The whole (decompressed) file, or what the native scanner already found in it
+        (:func:`pipeline.ingest.xid_scan.read_scanned`).
     source_file, host : str
         Recorded on every row; a syslog line naming another host overrides ``host`` (one
         naming the same host in other case or with/without its domain keeps ``host``).
