@@ -4,10 +4,13 @@ Runs the ingest, normalize, link and stats stages of ``fleetfault run`` on a sim
 output (once; ``--skip-ingest`` reuses the warehouse), then the ``predict`` stage alone in a
 fresh process, measuring its wall time and peak RSS, and reads the evaluation it wrote
 (``OUT/metrics/predict.json``: the model on the last test period next to the rule
-baseline). Writes its section of ``bench/RESULTS.md``. Usage::
+baseline). With ``--periods N`` it then replays the nightly retraining over N consecutive
+test periods (:mod:`pipeline.predict.backtest`) and judges the pooled test days: one
+30-day period holds too few failures for a median lead time. Writes its section of
+``bench/RESULTS.md``. Usage::
 
     nice fleetfault simulate --gpus 1000 --days 365 --seed 8101 --interval 3600 --accel 4 --out /tmp/eval/sim
-    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work
+    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work --periods 8
 """
 
 from __future__ import annotations
