@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,11 +72,14 @@ class FileResult:
     rows_quarantined: int = 0
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: Path, chunk: int = 1 << 20, limit: int | None = None) -> str:
+    """The sha256 of the file, or of its first ``limit`` bytes."""
     h = hashlib.sha256()
+    left = math.inf if limit is None else limit
     with open(path, "rb") as f:
-        while block := f.read(chunk):
+        while left > 0 and (block := f.read(int(min(chunk, left)))):
             h.update(block)
+            left -= len(block)
     return h.hexdigest()
 
 
@@ -84,11 +88,14 @@ def sha256_later(paths: Sequence[Path]) -> Future:
 
     A new file's digest is only needed for its registry row: hashing it while the loader
     reads the file (hashlib and file reads release the GIL; DuckDB's reader runs in its own
-    threads) takes the ~1 s/GB hash off the critical path.
+    threads) takes the ~1 s/GB hash off the critical path. Only the bytes there before the
+    loader starts are hashed: a log still being written while it loads then differs from
+    its digest on the next run and is reloaded whole, never skipped with rows missing.
     """
+    sizes = [p.stat().st_size for p in paths]
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
     try:
-        return pool.submit(lambda: [sha256_file(p) for p in paths])
+        return pool.submit(lambda: [sha256_file(p, limit=n) for p, n in zip(paths, sizes)])
     finally:
         pool.shutdown(wait=False)
 

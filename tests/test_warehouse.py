@@ -65,6 +65,59 @@ def test_registry_skips_unchanged_and_reloads_changed(wh, tmp_path):
     assert wh.sql("select line_no, reason, source_file from quarantine") == [(7, "bad", str(f))]
 
 
+def test_log_appended_while_it_loads_is_reloaded_next_run(wh, tmp_path, monkeypatch):
+    # The day's nvidia-smi log is still being written when the nightly job reads it: what
+    # was appended during the load must not be taken as already loaded, even when the
+    # digest (computed in a thread) is read after the append.
+    import threading
+
+    from pipeline import warehouse
+
+    appended, real = threading.Event(), warehouse.sha256_file
+
+    def late(path, *args, **kw):
+        if threading.current_thread() is not threading.main_thread():
+            assert appended.wait(10)
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(warehouse, "sha256_file", late)
+
+    def growing(loader, path):
+        def load(*args):
+            loaded = loader(*args)
+            with open(path, "ab") as out:
+                out.write(b"row\n" * 1000)
+            appended.set()
+            return loaded
+        return load
+
+    f = tmp_path / "today.csv"
+    f.write_bytes(b"row\n" * 3)
+    assert wh.ingest_file("inventory", f, growing(_inv_loader(3), f)).status == "loaded"
+    r = wh.ingest_file("inventory", f, _inv_loader(1003))
+    assert (r.status, r.rows_loaded) == ("reloaded", 1003)
+    assert wh.ingest_file("inventory", f, _inv_loader(1003)).status == "unchanged"
+
+    appended.clear()
+    g = tmp_path / "batch.csv"
+    g.write_bytes(b"row\n")
+    assert [r.status for r in wh.ingest_batch("inventory", [g], growing(_batch_loader(1), g))] == ["loaded"]
+    assert [r.status for r in wh.ingest_batch("inventory", [g], _batch_loader(1001))] == ["reloaded"]
+
+
+def test_sha256_of_a_prefix(tmp_path):
+    import hashlib
+
+    from pipeline.warehouse import sha256_file
+
+    f = tmp_path / "x"
+    data = bytes(range(256)) * 9000
+    f.write_bytes(data)
+    for n in (0, 1, 255, 1 << 20, (1 << 20) + 3, len(data), len(data) + 10):
+        assert sha256_file(f, chunk=1 << 20, limit=n) == hashlib.sha256(data[:n]).hexdigest()
+    assert sha256_file(f) == hashlib.sha256(data).hexdigest()
+
+
 def test_crash_mid_file_leaves_nothing_and_next_run_loads_fully(wh, tmp_path):
     f = tmp_path / "a.csv"
     f.write_text("data")
