@@ -290,6 +290,33 @@ def test_truncated_last_line_stays_on_the_fast_path(tmp_path, monkeypatch):
     assert [(r.line_no, r.reason, r.raw) for r in exact.rejects] == [(r.line_no, r.reason, r.raw) for r in fast.rejects]
 
 
+def test_nvidia_smi_error_messages_are_quarantined_under_their_own_reasons(tmp_path, monkeypatch):
+    # A GPU that stops answering leaves nvidia-smi's message in place of its row; the driver
+    # going away leaves others. Neither is a cut-off line, and the lost GPU is named.
+    f = write(tmp_path / "h" / "a.csv", HEADER, line(),
+              "Unable to determine the device handle for GPU0000:5D:00.0: Unknown Error",
+              "Unable to determine the device handle for gpu 0000:5E:00.0: GPU is lost.  Reboot the system to recover this GPU",
+              line(idx=1), "No devices were found", "Failed to initialize NVML: Driver/library version mismatch",
+              "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+              "latest NVIDIA driver is installed and running.", line(idx=2)[:40])
+    want = [(3, "gpu_unreachable", "GPU 0000:5d:00.0: Unknown Error"),
+            (4, "gpu_unreachable", "GPU 0000:5e:00.0: GPU is lost.  Reboot the system to recover this GPU"),
+            (6, "no_devices", "nvidia-smi: No devices were found"),
+            (7, "nvml_init_failed", "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"),
+            (8, "driver_unreachable", None), (9, "truncated_line", None)]
+
+    def got(rejects):
+        return [(r.line_no, r.reason, w[2] and r.detail) for r, w in zip(rejects, want)]
+
+    fast, _ = _hourly(f)
+    assert got(fast.rejects) == want and fast.rows_read == 8 and fast.rows_loaded == 2
+    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
+    exact, _ = _hourly(f)
+    assert got(exact.rejects) == want
+    _, rejects = parse(f, tz="UTC")
+    assert [(r.line_no, r.reason) for r in rejects] == [w[:2] for w in want]
+
+
 def test_a_lone_carriage_return_is_one_line_as_on_the_exact_path(tmp_path):
     # DuckDB's reader ends a line at a lone CR; the line-by-line path (and `wc -l`) does not.
     f = tmp_path / "h" / "a.csv"

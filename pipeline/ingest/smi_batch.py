@@ -104,7 +104,7 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
     too); a line of the wrong number of cells is quarantined for that, as the exact path
     does, whatever else DuckDB found in it.
     """
-    from pipeline.ingest.smi_read import BLANK_CHARS
+    from pipeline.ingest.smi_read import BLANK_CHARS, tool_message
 
     kinds: dict[int, set[str]] = {}
     raws: dict[int, str] = {}
@@ -121,6 +121,8 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
             return None
         reason = "truncated_line" if cells < n else "extra_fields"
         detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
+        if cells < n and (msg := tool_message(raw)):
+            reason, detail = msg
         rejects.append(Rejected(line_no, reason, raw, detail))
     return rejects
 

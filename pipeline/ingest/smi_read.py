@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,37 @@ def has_lone_cr(path: Path, block: int = 16 << 20) -> bool:
                 return True
             prev = buf[-1:]
     return False  # a last line's trailing CR is dropped by both
+
+
+# nvidia-smi's own error messages, printed into a ``-l`` log in place of a GPU's row (or of
+# a whole round) when the driver cannot answer. Each is quarantined under its own reason, so
+# a lost GPU is not mistaken for a cut-off line: ``gpu_unreachable`` names the GPU's PCI id.
+_TOOL_MESSAGES = (
+    (re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+                r"(?:\.[0-7])?)\s*:\s*(.*)"), "gpu_unreachable"),
+    (re.compile(r"No devices were found"), "no_devices"),
+    (re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"), "driver_unreachable"),
+    (re.compile(r"Failed to initialize NVML:\s*(.*)"), "nvml_init_failed"),
+)
+
+
+def tool_message(line: str) -> tuple[str, str] | None:
+    """(reason, detail) when the line is one of nvidia-smi's own error messages, else None.
+
+    >>> tool_message("Unable to determine the device handle for GPU0000:5D:00.0: Unknown Error")
+    ('gpu_unreachable', 'GPU 0000:5d:00.0: Unknown Error')
+    """
+    from pipeline.ingest.xid_formats import canonical_pci_text
+
+    text = line.strip().lstrip("\ufeff")
+    for rx, reason in _TOOL_MESSAGES:
+        m = rx.match(text)
+        if not m:
+            continue
+        if reason == "gpu_unreachable":
+            return reason, f"GPU {canonical_pci_text(m.group(1))}: {m.group(2).strip() or 'no reason given'}"
+        return reason, f"nvidia-smi: {text}"
+    return None
 
 
 def scratch() -> duckdb.DuckDBPyConnection:
@@ -205,6 +237,8 @@ def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Se
     for ln, line, und, nc in bad.select("line_no", "line", "undecodable", "ncells").iter_rows():
         if und:
             out.rejects.append(Rejected(ln, "undecodable", line, "bytes that are not UTF-8"))
+        elif nc < n and (msg := tool_message(line)):
+            out.rejects.append(Rejected(ln, msg[0], line, msg[1]))
         elif nc < n:
             out.rejects.append(Rejected(ln, "truncated_line", line, f"{nc} of {n} fields"))
         else:
