@@ -106,10 +106,24 @@ def test_journalctl_json_odd_entries_never_raise():
         '{"truncated": "NVRM: Xid (PCI:0000:3b:00): 79',
     ]) + "\n"
     fp = parse(text)
-    # A byte-array MESSAGE (journald's form for non-UTF-8 text) holds no literal "Xid" for the
-    # prefilter to find: not read. A bad time gives a null ts; a cut line is read as plain text.
-    assert fp.events["xid"].to_list() == [48, 79]
-    assert fp.events["ts"].to_list() == [None, None]
+    # A byte-array MESSAGE (journald's form for non-UTF-8 text) is decoded before the search
+    # (its bad byte replaced); a bad time gives a null ts; a cut line is read as plain text.
+    assert fp.events["xid"].to_list() == [79, 48, 79]
+    assert fp.events["ts"].to_list() == [datetime(2024, 3, 5, 10, 11, 12), None, None]
+    assert fp.events["line_no"].to_list() == [1, 3, 4]
+
+
+def test_journal_file_with_byte_array_messages_past_its_head_is_searched(tmp_path):
+    from pipeline.ingest.xid import parse_file
+
+    entries = [json.dumps({"MESSAGE": f"audit: type=1400 n={i}", "__REALTIME_TIMESTAMP": "1709633472000000"})
+               for i in range(400)]  # well past the 8 KiB head that tells a file's format
+    entries.append(json.dumps({"MESSAGE": list(b"NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, \xff"),
+                               "__REALTIME_TIMESTAMP": "1709633472000000", "_TRANSPORT": "kernel"}))
+    f = tmp_path / "journal.json"
+    f.write_text("\n".join(entries) + "\n")
+    fp = parse_file(f, host="n1")
+    assert fp.events.select("xid", "pci_bus_id", "line_no").rows() == [(79, "0000:3b:00.0", 401)]
 
 
 def test_journalctl_json_byte_array_message_is_decoded():

@@ -63,6 +63,35 @@ def _first(entry: dict, keys: tuple[str, ...]) -> str | None:
     return None
 
 
+_ARRAY_MESSAGE = re.compile(rb'"MESSAGE"\s*:\s*\[')
+
+
+def is_json_log(head: bytes) -> bool:
+    """Whether the log is one JSON object per line (``journalctl -o json``, a shipper's export)."""
+    return re.match(rb"\s*\{", head[:64]) is not None
+
+
+def decode_array_messages(buf: bytes) -> bytes:
+    """``buf`` with every ``journalctl -o json`` entry whose ``MESSAGE`` is a byte array
+    (journald's form for text that is not UTF-8) rewritten with that text as a string, so
+    the scanners' literal search finds an Xid in it; one entry per line, so line numbers
+    stay. Anything else, a JSON export without such entries included, is returned as is."""
+    if not is_json_log(buf) or _ARRAY_MESSAGE.search(buf) is None:
+        return buf
+    lines = buf.split(b"\n")
+    for k, line in enumerate(lines):
+        if _ARRAY_MESSAGE.search(line) is None:
+            continue
+        try:
+            entry = json.loads(line)
+            msg = entry["MESSAGE"]
+            entry["MESSAGE"] = bytes(int(b) & 0xFF for b in msg).decode("utf-8", errors="replace")
+        except (ValueError, RecursionError, TypeError, KeyError):
+            continue  # not an entry after all: left for the scanners as it is
+        lines[k] = json.dumps(entry, ensure_ascii=False).encode()
+    return b"\n".join(lines)
+
+
 def from_json(line: bytes) -> bytes:
     """A JSON log entry as a plain line (unchanged when it is not one).
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 
 from pipeline.ingest import xid_formats as fmt
+from pipeline.ingest import xid_journal as journal
 from pipeline.ingest import xid_scan as scan
 from pipeline.ingest.hosts import host_key
 from pipeline.timeutil import local_to_utc_expr
@@ -214,6 +215,8 @@ def parse_bytes(
         file name, which may be its first or its last day): the last line takes the year
         that puts it nearest.
     """
+    if isinstance(buf, bytes):  # a byte-array MESSAGE holds no literal Xid for the search
+        buf = journal.decode_array_messages(buf)
     cands, n_lines = scan.candidate_lines(buf)
     if not cands:
         return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [], n_lines)

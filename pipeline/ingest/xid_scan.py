@@ -68,8 +68,9 @@ def read_bytes(path: Path) -> bytes:
 def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
     """The file's candidate lines, found while reading it in ``chunk``-byte pieces (native
     scanner); else, as :func:`read_bytes`, its bytes: without the native scanner, for gzip,
-    ``dmesg -H`` (its times need every line) and ``journalctl -o verbose`` (an entry's
-    fields lie around its ``MESSAGE=`` line). :func:`candidate_lines` takes either.
+    ``dmesg -H`` (its times need every line), ``journalctl -o verbose`` (an entry's
+    fields lie around its ``MESSAGE=`` line) and JSON journals (their byte-array messages
+    must be decoded before the search, :func:`journal.decode_array_messages`). :func:`candidate_lines` takes either.
     """
     if not native():
         return read_bytes(path)
@@ -77,7 +78,7 @@ def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
         head = b""
         while len(head) < _HEAD and (more := f.read(_HEAD - len(head))):
             head += more
-        if head[:2] == b"\x1f\x8b" or is_human(head):
+        if head[:2] == b"\x1f\x8b" or is_human(head) or journal.is_json_log(head):
             return _gunzip(head + f.readall())
         lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
     lines = _rewrite(lines, special, None)
