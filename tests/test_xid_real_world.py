@@ -113,6 +113,14 @@ def test_journalctl_json_odd_entries_never_raise():
     assert fp.events["line_no"].to_list() == [1, 3, 4]
 
 
+def test_dmesg_human_minute_stamp_with_a_bad_byte_is_no_anchor():
+    # found by hypothesis: "[Mar 5 \x800:11]" is not a minute anchor (it used to raise)
+    text = (b"[Mar 5 10:11] eth0: link up\n[Mar 5 \x800:11] eth0: link up\n"
+            b"[  +0.500000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    fp = parse(text)
+    assert fp.events.select("xid", "line_no").rows() == [(79, 3)]
+
+
 def test_journal_file_with_byte_array_messages_past_its_head_is_searched(tmp_path):
     from pipeline.ingest.xid import parse_file
 

@@ -239,6 +239,9 @@ def candidate_lines_py(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     return out, n_lines
 
 
+_HH_MM = re.compile(rb"[0-9]{1,2}:[0-9]{2}")
+
+
 def human_times(buf: bytes) -> dict[int, tuple[tuple[int, int, str] | None, float]]:
     """For ``dmesg -H``: line number -> (last minute anchor (month, day, 'HH:MM:00'), seconds since it).
 
@@ -262,7 +265,7 @@ def human_times(buf: bytes) -> dict[int, tuple[tuple[int, int, str] | None, floa
                 pass
         elif stamp[:3] in months:
             parts = stamp[3:].split()
-            if len(parts) == 2 and parts[0].isdigit():
+            if len(parts) == 2 and parts[0].isdigit() and _HH_MM.fullmatch(parts[1]):
                 anchor, since = (months[stamp[:3]], int(parts[0]), parts[1].decode() + ":00"), 0.0
         out[no] = (anchor, since)
     return out
