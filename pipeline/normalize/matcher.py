@@ -7,7 +7,9 @@ confident is then filled from the other fields: a part named in the symptom or a
 (显存 ECC -> GPU, "replaced PSU" -> PSU, NFF -> NONE), a part the symptom implies (掉卡 ->
 GPU), an action written in the symptom field (重新插拔后恢复 -> RESEAT). A code whose score is
 below ``normalize.auto_threshold`` is left empty and the ticket goes to review; answers
-from review (``learned``) code that text, and near variants of it, from then on.
+from review (``learned``) code that text, and near variants of it, from then on. Words
+glued without a space (``gpuecc``, ``psufailure``) are matched split into the words of the
+aliases and answers (:mod:`pipeline.normalize.glued`); the canonical text stays as it is.
 
 :meth:`Matcher.code_frame` canonicalizes and matches each distinct text once (fuzzy step in
 one ``rapidfuzz.process.cdist`` call) and joins the codes back; :meth:`Matcher.match_row`
@@ -27,6 +29,7 @@ from rapidfuzz import fuzz, process
 from pipeline.errors import UsageError
 from pipeline.normalize._index import EMPTY, AliasIndex, Match
 from pipeline.normalize.canonical import canonical
+from pipeline.normalize.glued import Splitter, vocabulary
 from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
 
 if TYPE_CHECKING:
@@ -108,6 +111,9 @@ class Matcher:
             raise UsageError(f"reviewed answers name unknown codes: {', '.join(sorted(set(bad)))}; "
                              f"allowed: " + "; ".join(f"{d}: {', '.join(self.taxonomy.codes[d])}" for d in DIMENSIONS))
         self._learned_keys = {d: list(v) for d, v in self._learned.items()}
+        # glued words split into words of the aliases and answers ("gpuecc" -> "gpu ecc")
+        self._glued = Splitter(vocabulary([a for i in self.index.values() for a in i.exact] +
+                                          [k for keys in self._learned_keys.values() for k in keys]))
 
     # -- one text / one ticket ----------------------------------------------------------
     def match_text(self, dimension: str, text: str | None) -> Match:
@@ -118,7 +124,7 @@ class Matcher:
         learned = self._learned[dimension]
         if key in learned:
             return Match(learned[key], 100.0, "learned")
-        own = self.index[dimension].match(key)
+        own = self.index[dimension].match(self._glued.text(key))
         if learned and key and (own.code is None or own.score < self.threshold):
             hit = process.extractOne(key, self._learned_keys[dimension], scorer=fuzz.ratio,
                                      score_cutoff=LEARNED_NEAR)
@@ -178,7 +184,7 @@ class Matcher:
     def _match_many(self, dimension: str, keys: list[str]) -> list[Match]:
         """:meth:`_match` for many canonical texts at once."""
         learned = self._learned[dimension]
-        out = self.index[dimension].match_many(keys)
+        out = self.index[dimension].match_many([self._glued.text(k) for k in keys])
         out = [Match(learned[k], 100.0, "learned") if k in learned else m for k, m in zip(keys, out)]
         if not learned:
             return out
@@ -227,7 +233,7 @@ class Matcher:
         key = canonical(text)
         first = self._match(dimension, key)
         out = [(first.code, first.score)] if first.code else []
-        for code, s in self.index[dimension].suggest(key, k + 1):
+        for code, s in self.index[dimension].suggest(self._glued.text(key), k + 1):
             if code not in {c for c, _ in out}:
                 out.append((code, s))
         return out[:k]
