@@ -57,7 +57,7 @@ _HOSTISH = re.compile(r"[a-z]+\d|\d+[a-z]|^\d{2,}$")
 _TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
-_ABBREV = {
+ABBREVIATIONS = {
     "pwr": "power", "temp": "temperature", "temps": "temperature", "mem": "memory", "err": "error",
     "errs": "errors", "rbt": "reboot", "repl": "replaced", "rplcd": "replaced", "replcd": "replaced",
     "perf": "performance", "fail": "failure", "mod": "module", "cust": "customer", "w": "with",
@@ -122,7 +122,7 @@ def _once(text: str) -> str:
             else:  # card1gsp -> card gsp; serials and bare numbers leave nothing
                 words.extend(p for p in _DIGITS.split(w) if len(p) > 1 and p not in _STOP)
             continue
-        w = _ABBREV.get(w, w)
+        w = ABBREVIATIONS.get(w, w)
         if w not in _STOP:
             words.append(w)
     t = " ".join(words)

@@ -23,7 +23,7 @@ from typing import Iterable
 
 from rapidfuzz import fuzz, process
 
-from pipeline.normalize.canonical import _ABBREV, canonical
+from pipeline.normalize.canonical import ABBREVIATIONS, canonical
 
 __all__ = ["MIN_PIECE", "Splitter", "vocabulary"]
 
@@ -49,7 +49,7 @@ class Splitter:
             self._by_letter.setdefault(w[0], []).append(w)
         # "fanfail" is "fan fail"; canonical() writes "fail" as "failure", so the short form
         # is a piece when its expansion is a word.
-        self._pieces = self.vocab | {k for k, v in _ABBREV.items() if v in self.vocab and len(k) >= MIN_PIECE}
+        self._pieces = self.vocab | {k for k, v in ABBREVIATIONS.items() if v in self.vocab and len(k) >= MIN_PIECE}
         self._tokens: dict[str, str] = {}  # per distinct word: texts repeat their words
 
     def text(self, key: str) -> str:
