@@ -123,21 +123,16 @@ def test_weibull_recovers_a_wear_out_shape():
 
 def test_lifetime_table_errors_name_the_problem(tmp_path):
     bad = tmp_path / "rma.csv"
-    bad.write_text("id,start,end\nA,2024-01-01,2024-05-01\n")
-    with pytest.raises(UsageError, match=r"missing column\(s\) \['failed'\]"):
-        st.read_lifetime_table(bad)
-    bad.write_text("id,start,end,failed\nA,2024-01-01,sometime,1\n")
-    with pytest.raises(UsageError, match="'end' has a value that is not a date: 'sometime'"):
-        st.read_lifetime_table(bad)
-    bad.write_text("id,start,end,failed\nA,2024-05-01,2024-01-01,1\n")
-    with pytest.raises(UsageError, match="'end' before 'start'"):
-        st.read_lifetime_table(bad)
-    bad.write_text("id,start,end,failed\nA,2024-01-01,2024-05-01,maybe\n")
-    with pytest.raises(UsageError, match="must be 0/1"):
-        st.read_lifetime_table(bad)
-    bad.write_text("id,start,end,failed\nA,2024-01-01,2024-05-01,1\nA,2024-01-01,2024-06-01,0\n")
-    with pytest.raises(UsageError, match="appears more than once"):
-        st.read_lifetime_table(bad)
+    for text, problem in [
+        ("id,start,end\nA,2024-01-01,2024-05-01\n", r"missing column\(s\) \['failed'\]"),
+        ("id,start,end,failed\nA,2024-01-01,sometime,1\n", "'end' has a value that is not a date: 'sometime'"),
+        ("id,start,end,failed\nA,2024-05-01,2024-01-01,1\n", "'end' before 'start'"),
+        ("id,start,end,failed\nA,2024-01-01,2024-05-01,maybe\n", "must be 0/1"),
+        ("id,start,end,failed\nA,2024-01-01,2024-05-01,1\nA,2024-01-01,2024-06-01,0\n", "appears more than once"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(UsageError, match=problem):
+            st.read_lifetime_table(bad)
     good = tmp_path / "ok.csv"
     good.write_text("id,start,end,failed,vendor\nA,2024-01-01,2024-05-01,1,Dell\nB,2024-01-01,2025-01-01,0,HPE\n")
     with pytest.raises(UsageError, match="unknown column.*choose from vendor"):

@@ -105,6 +105,17 @@ def _read(path: Path) -> dict:
     return raw
 
 
+def _implications(raw: dict, section: str, sources, targets, what: str, problems: list[str]) -> dict[str, str]:
+    """A ``code -> code`` section of the taxonomy file, each pair checked against the codes."""
+    out = {}
+    for a, b in (raw.get(section) or {}).items():
+        if a not in sources or b not in targets:
+            problems.append(f"{section}.{a}: needs {what}, got {a!r} -> {b!r}")
+        else:
+            out[str(a)] = str(b)
+    return out
+
+
 def _as_list(v) -> list:
     if v is None:
         return []
@@ -174,18 +185,9 @@ def _build(raw: dict, source: str) -> Taxonomy:
             xid[int(n)] = str(c)
         except ValueError:
             problems.append(f"xid.{n}: not an Xid number")
-    implies = {}
-    for s, p in (raw.get("implies_part") or {}).items():
-        if s not in codes["symptom"] or p not in codes["part"]:
-            problems.append(f"implies_part.{s}: needs a symptom code -> a part code, got {s!r} -> {p!r}")
-        else:
-            implies[str(s)] = str(p)
-    implies_symptom = {}
-    for p, sym in (raw.get("implies_symptom") or {}).items():
-        if p not in codes["part"] or sym not in codes["symptom"]:
-            problems.append(f"implies_symptom.{p}: needs a part code -> a symptom code, got {p!r} -> {sym!r}")
-        else:
-            implies_symptom[str(p)] = str(sym)
+    implies = _implications(raw, "implies_part", codes["symptom"], codes["part"], "a symptom code -> a part code", problems)
+    implies_symptom = _implications(raw, "implies_symptom", codes["part"], codes["symptom"],
+                                    "a part code -> a symptom code", problems)
     no_context = {}
     for d in DIMENSIONS:
         listed = [str(c) for c in _as_list((raw.get("no_context") or {}).get(d))]
