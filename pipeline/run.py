@@ -12,7 +12,7 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -92,17 +92,26 @@ class RunContext:
 
     def ingest_files(self, stage: str, paths: Sequence[Path], loader: Callable[[Path, int], Loaded]) -> list[FileResult]:
         """Load each file through the registry, adding its counts to the stage's report."""
+        results = self.load_files(stage, paths, loader)
+        self.tally(stage, results)
+        return results
+
+    def load_files(self, stage: str, paths: Sequence[Path], loader: Callable[[Path, int], Loaded], *,
+                   reload: Collection[Path] = ()) -> list[FileResult]:
+        """:meth:`ingest_files` without the counting (``reload``: files to load again even
+        when unchanged)."""
+        return [self.wh.ingest_file(stage, path, loader, key=self.file_key(path), reload=path in reload)
+                for path in self.track(list(paths), f"{stage}: files")]
+
+    def tally(self, stage: str, results: Iterable[FileResult]) -> None:
+        """Add the files' counts to the stage's report."""
         rep = self.report(stage)
-        results = []
-        for path in self.track(list(paths), f"{stage}: files"):
-            res = self.wh.ingest_file(stage, path, loader, key=self.file_key(path))
-            results.append(res)
+        for res in results:
             rep.files += 1
             rep.unchanged += res.status == "unchanged"
             rep.rows_read += res.rows_read
             rep.rows_loaded += res.rows_loaded
             rep.rows_quarantined += res.rows_quarantined
-        return results
 
     def file_key(self, path: Path) -> str:
         """Registry key: the path relative to the data folder, so a moved data folder still matches."""

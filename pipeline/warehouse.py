@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -326,17 +326,21 @@ class Warehouse:
         loader: Callable[[Path, int], Loaded],
         *,
         key: str | None = None,
+        reload: bool = False,
     ) -> FileResult:
         """Load one file through ``loader`` unless the registry holds it unchanged.
 
         ``loader(path, file_id)`` returns a :class:`Loaded`; its tables are inserted, its
         rejects quarantined and the file registered, all in one transaction.
         ``key`` is the name the registry knows the file by (default: the path as given).
+        ``reload``: load it again even when unchanged (its old rows are replaced), as when
+        what it is read with has changed.
         """
         path = Path(path)
         key = key or str(path)
         prev = self.registered(stage, key)
-        if prev:  # a known file is skipped when unchanged: its digest decides first
+        pending = None
+        if prev and not reload:  # a known file is skipped when unchanged: its digest decides first
             digest = sha256_file(path)
             if prev["sha256"] == digest:
                 return FileResult(key, "unchanged")
@@ -347,7 +351,7 @@ class Warehouse:
                 self._forget_file(prev["file_id"])
             file_id = self.scalar("SELECT nextval('file_ids')")
             result = loader(path, file_id)
-            if not prev:
+            if pending is not None:
                 digest = pending.result()[0]
             n_rej = _reconciled(stage, key, result)
             for table, data in result.tables.items():
@@ -368,6 +372,7 @@ class Warehouse:
         loader: Callable[[list[tuple[Path, int]]], list[Loaded]],
         *,
         keys: Sequence[str] | None = None,
+        reload: Collection[str] = (),
     ) -> list[FileResult]:
         """Load many files through one ``loader`` call and one transaction.
 
@@ -378,18 +383,23 @@ class Warehouse:
         the order given and returns one :class:`Loaded` per item. Any failure rolls the whole
         batch back, so a crash leaves none of it loaded. Tables are inserted once per batch.
 
+        ``reload``: keys to load again even when unchanged (see :meth:`ingest_file`).
+
         Returns one :class:`FileResult` per path, in order.
         """
         paths = [Path(p) for p in paths]
         keys = list(keys) if keys is not None else [str(p) for p in paths]
         prev = self._registered_many(stage, keys)
-        # Known files are skipped when unchanged, so their digests decide first; new
-        # files are hashed while the loader reads them.
-        digests: list[str | None] = [sha256_file(p) if k in prev else None for p, k in zip(paths, keys)]
-        new = [i for i, k in enumerate(keys) if k not in prev]
+        reload = set(reload)
+        # Known files are skipped when unchanged, so their digests decide first; new (and
+        # reloaded) files are hashed while the loader reads them.
+        known = [k in prev and k not in reload for k in keys]
+        digests: list[str | None] = [sha256_file(p) if kn else None for p, kn in zip(paths, known)]
+        new = [i for i, kn in enumerate(known) if not kn]
         pending = sha256_later([paths[i] for i in new]) if new else None
-        todo = [i for i, (k, d) in enumerate(zip(keys, digests)) if not (k in prev and prev[k]["sha256"] == d)]
-        results = {i: FileResult(keys[i], "unchanged") for i in range(len(paths)) if i not in set(todo)}
+        todo = [i for i, (k, d) in enumerate(zip(keys, digests)) if not (known[i] and prev[k]["sha256"] == d)]
+        skipped = set(range(len(paths))) - set(todo)
+        results = {i: FileResult(keys[i], "unchanged") for i in skipped}
         if not todo:
             return [results[i] for i in range(len(paths))]
         with self.transaction():

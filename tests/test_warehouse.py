@@ -118,6 +118,25 @@ def test_sha256_of_a_prefix(tmp_path):
     assert sha256_file(f) == hashlib.sha256(data).hexdigest()
 
 
+def test_reload_loads_an_unchanged_file_again_replacing_its_rows(wh, tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("one")
+    wh.ingest_file("inventory", f, _inv_loader(3, [Rejected(2, "no_header", "x")]))
+    r = wh.ingest_file("inventory", f, _inv_loader(4), reload=True)
+    assert (r.status, r.rows_loaded) == ("reloaded", 4)
+    assert wh.scalar("select count(*) from inventory") == 4 and wh.scalar("select count(*) from quarantine") == 0
+    assert wh.ingest_file("inventory", f, _inv_loader(4)).status == "unchanged"
+    files = [tmp_path / "b.csv", tmp_path / "c.csv"]
+    for g in files:
+        g.write_text(g.name)
+    wh.ingest_batch("inventory", files, _batch_loader(1))
+    res = wh.ingest_batch("inventory", files, _batch_loader(2), reload=[str(files[1])])
+    assert [r.status for r in res] == ["unchanged", "reloaded"]
+    assert wh.sql("select path, rows_loaded from files where path <> ? order by path", [str(f)]) == [
+        (str(files[0]), 1), (str(files[1]), 2)]
+    assert [r.status for r in wh.ingest_batch("inventory", files, _batch_loader(2))] == ["unchanged"] * 2
+
+
 def test_crash_mid_file_leaves_nothing_and_next_run_loads_fully(wh, tmp_path):
     f = tmp_path / "a.csv"
     f.write_text("data")

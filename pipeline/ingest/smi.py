@@ -389,31 +389,24 @@ def run(ctx) -> None:
             keep_samples(path, samples_root, host=host, tz=tz, fields=fields)
         return loaded
 
-    def ingest(entries) -> dict[Path, FileResult]:
+    def ingest(entries, reload: bool = False) -> dict[Path, FileResult]:
+        paths = [path for path, _, _ in entries]
         if samples_root is not None:  # clean samples are written file by file
-            return {path: wh.ingest_file(STAGE, path, loader, key=ctx.file_key(path))
-                    for path, _, _ in ctx.track(entries, f"{STAGE}: files")}
-        return _ingest_batched(ctx, entries, sites, before, state)
+            return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
+        return _ingest_batched(ctx, entries, sites, before, state, reload=reload)
 
     results = ingest(plan)
     results.update(_retry_headerless(ctx, plan, before, ingest))
-    rep = ctx.report(STAGE)
-    for res in results.values():
-        rep.files += 1
-        rep.unchanged += res.status == "unchanged"
-        rep.rows_read += res.rows_read
-        rep.rows_loaded += res.rows_loaded
-        rep.rows_quarantined += res.rows_quarantined
-    n = recompute_gpu_days(wh)
-    rep.rows_out = n
+    ctx.tally(STAGE, results.values())  # a retried file counts once, with its last result
+    ctx.report(STAGE).rows_out = recompute_gpu_days(wh)
 
 
 def _retry_headerless(ctx, plan, before, ingest) -> dict[Path, FileResult]:
     """Load again the files whose every quarantined line is ``no_header`` once their host
     has a field list for them (the file with the header arrived after them, or the config
-    gained one): the registry skips unchanged files, so they are marked changed first, and a
-    changed file's old rows are replaced, never added to. A reloaded file can give the file
-    after it its field list, hence the rounds. Returns the reloaded files' results."""
+    gained one): the registry reloads them although unchanged, replacing their old rows,
+    never adding to them. A reloaded file can give the file after it its field list, hence
+    the rounds. Returns the reloaded files' results."""
     wh = ctx.wh
     keys = {ctx.file_key(path): (path, host, prev) for path, host, prev in plan}
     waiting_keys = {k for (k,) in wh.sql(
@@ -423,18 +416,15 @@ def _retry_headerless(ctx, plan, before, ingest) -> dict[Path, FileResult]:
     waiting = [e for k, e in keys.items() if k in waiting_keys]
     out: dict[Path, FileResult] = {}
     while ready := [e for e in waiting if before(e[1], e[2]) is not None]:
-        ready_keys = [ctx.file_key(e[0]) for e in ready]
-        wh.sql("UPDATE files SET sha256 = 'retry: a header is known now' WHERE stage = ? "
-               "AND path IN (SELECT unnest(?::VARCHAR[]))", [STAGE, ready_keys], step="mark files to retry")
-        out.update(ingest(ready))
+        out.update(ingest(ready, reload=True))
         waiting = [e for e in waiting if e not in ready]
     return out
 
 
-def _ingest_batched(ctx, plan, sites, before, state) -> dict[Path, FileResult]:
+def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
     :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
-    returns each file's result."""
+    returns each file's result (``reload``: even the unchanged ones are loaded again)."""
     chunks: list[list[tuple[Path, str, Path | None]]] = []
     for entry in plan:
         if chunks and chunks[-1][0][1] == entry[1] and len(chunks[-1]) < BATCH_FILES:
@@ -471,7 +461,8 @@ def _ingest_batched(ctx, plan, sites, before, state) -> dict[Path, FileResult]:
             return out
 
         paths = [path for path, _, _ in chunk]
-        results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=[ctx.file_key(p) for p in paths])))
+        keys = [ctx.file_key(p) for p in paths]
+        results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys, reload=keys if reload else ())))
     return results
 
 
