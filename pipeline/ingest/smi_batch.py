@@ -31,7 +31,7 @@ import polars as pl
 
 from pipeline.ingest import smi_facts
 from pipeline.ingest.smi_fields import ALIASES, Field, header_fields
-from pipeline.ingest.smi_read import csv_source, open_binary, scratch
+from pipeline.ingest.smi_read import BLANK_CHARS, csv_source, open_binary, scratch, tool_message
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -104,8 +104,6 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
     too); a line of the wrong number of cells is quarantined for that, as the exact path
     does, whatever else DuckDB found in it.
     """
-    from pipeline.ingest.smi_read import BLANK_CHARS, tool_message
-
     kinds: dict[int, set[str]] = {}
     raws: dict[int, str] = {}
     for line_no, kind, raw in found:

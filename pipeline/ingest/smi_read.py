@@ -22,6 +22,7 @@ import duckdb
 import polars as pl
 
 from pipeline.ingest.smi_fields import Field, header_fields
+from pipeline.ingest.xid_formats import canonical_pci_text
 from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,6 @@ def tool_message(line: str) -> tuple[str, str] | None:
     >>> tool_message("Unable to determine the device handle for GPU0000:5D:00.0: Unknown Error")
     ('gpu_unreachable', 'GPU 0000:5d:00.0: Unknown Error')
     """
-    from pipeline.ingest.xid_formats import canonical_pci_text
-
     text = line.strip().lstrip("\ufeff")
     for rx, reason in _TOOL_MESSAGES:
         m = rx.match(text)
