@@ -60,7 +60,9 @@ WITH r AS (
        OR (f.file_id = x.file_id AND f.boot_seg = x.boot_seg AND abs(f.uptime_s - x.uptime_s) <= 60))
 )
 SELECT event_id,
-    arg_min(ts, CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END) AS ts,
+    -- the line's own clock first, then boot time + uptime; among equals the first file and line
+    -- (two logs can disagree on a year-less syslog stamp's year: the pick must not vary by run)
+    arg_min(ts, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts,
     max(uptime_s) AS uptime_s,
     arg_min(host, file_id * 1e9 + line_no) AS host,
     arg_min(pci_bus_id, file_id * 1e9 + line_no) AS pci_bus_id,
