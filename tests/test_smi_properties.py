@@ -132,12 +132,12 @@ def _fast_files(draw):
 @SETTINGS
 @given(lines=_fast_files(), crlf=st.booleans(), cut_last=st.booleans())
 def test_fast_path_agrees_with_the_exact_path(tmp_path, monkeypatch, lines, crlf, cut_last):
-    """Whatever the fast path makes of a file (typed columns, unreadable values flagged and
-    found from the aggregates, DuckDB's rejected lines) is what the line-by-line path makes
-    of it: same hourly facts, same quarantined lines, same counts."""
+    """Whatever the fast paths make of a file (the C reader's typed columns; DuckDB's typed
+    columns, unreadable values flagged and found from the aggregates, rejected lines) is what
+    the line-by-line path makes of it: same hourly facts, same quarantined lines, same counts."""
     from polars.testing import assert_frame_equal
 
-    from pipeline.ingest import smi
+    from pipeline.ingest import smi, smi_native
 
     end = "\r\n" if crlf else "\n"
     text = end.join(lines) + end  # (a last line without its end is a block of its own on the exact path)
@@ -152,10 +152,13 @@ def test_fast_path_agrees_with_the_exact_path(tmp_path, monkeypatch, lines, crlf
         frame = loaded.tables["smi_hourly"].sort("gpu_index", "serial", "hour", "ts_first", nulls_last=True)
         return loaded, frame
 
-    fast_loaded, fast = hourly()
+    native_loaded, native = hourly()  # the C reader first, where it takes the file
     with monkeypatch.context() as m:
+        m.setattr(smi_native, "hourly", lambda *a, **k: None)
+        fast_loaded, fast = hourly()  # DuckDB's reader
         m.setattr(smi, "_fast_path", lambda *a, **k: None)
-        exact_loaded, exact = hourly()
-    assert (fast_loaded.rows_read, fast_loaded.rows_loaded) == (exact_loaded.rows_read, exact_loaded.rows_loaded)
-    assert [(r.line_no, r.reason) for r in fast_loaded.rejects] == [(r.line_no, r.reason) for r in exact_loaded.rejects]
-    assert_frame_equal(fast, exact, check_dtypes=False, rel_tol=1e-9)
+        exact_loaded, exact = hourly()  # line by line
+    for loaded, frame in ((native_loaded, native), (fast_loaded, fast)):
+        assert (loaded.rows_read, loaded.rows_loaded) == (exact_loaded.rows_read, exact_loaded.rows_loaded)
+        assert [(r.line_no, r.reason) for r in loaded.rejects] == [(r.line_no, r.reason) for r in exact_loaded.rejects]
+        assert_frame_equal(frame, exact, check_dtypes=False, rel_tol=1e-9)

@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.ingest import smi_facts
+from pipeline.ingest import smi_facts, smi_native
 from pipeline.ingest.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
@@ -234,7 +234,10 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     hf = header_fields(first_line(path))
     con = scratch()
     try:
-        fast = _fast_path(con, path, hf or fields, skip=1 if hf else 0) if (hf or fields) else None
+        fast = None
+        if hf or fields:
+            fast = smi_native.hourly(con, path, hf or fields, skip=1 if hf else 0)
+            fast = (*fast, []) if fast else _fast_path(con, path, hf or fields, skip=1 if hf else 0)
         if fast is not None:
             hourly, n, rejects = fast
             loaded = Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=1 if hf else 0, rejects=rejects)
