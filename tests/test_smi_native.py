@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import struct
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import duckdb
 import pytest
@@ -254,3 +254,27 @@ def test_plan_leaves_fields_it_does_not_read_to_sql():
     assert smi_native.plan(parse_fields("index,temperature.gpu")) is None  # no timestamp
     # a single throttle-reason field (Active / Not Active) is read by the SQL
     assert smi_native.plan(parse_fields("timestamp,index,clocks_throttle_reasons.hw_slowdown")) is None
+
+
+def test_real_captures_agree_on_every_path(external, tmp_path, monkeypatch):
+    """Each real capture (200+ fields, markers, deprecated fields, MIG rows), looped as
+    ``nvidia-smi -l 1`` would write it: the C reader takes it and agrees with the other paths."""
+    from polars.testing import assert_frame_equal
+
+    files = sorted((external / "nvidia_gpu_exporter" / "query_gpu_csv").glob("*.csv"))
+    assert files
+    distinct = {f.read_text().splitlines()[0]: f for f in files}  # one capture per field list
+    for k, f in enumerate(distinct.values()):
+        header, row = f.read_text().splitlines()[:2]
+        stamp = row.split(", ", 1)[0]
+        t0 = datetime.strptime(stamp[:19], "%Y/%m/%d %H:%M:%S")
+        rows = [row.replace(stamp, (t0 + timedelta(seconds=s)).strftime("%Y/%m/%d %H:%M:%S") + stamp[19:], 1)
+                for s in range(0, 7200, 60)]
+        p = tmp_path / "h" / f"{k}.csv"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text("\n".join([header, *rows]) + "\n")
+        took, native, fast, exact = _three_ways(p, monkeypatch)
+        assert took, f.name
+        for loaded in (native, fast):
+            assert (loaded.rows_read, loaded.rows_loaded, loaded.rejects) == (len(rows), len(rows), [])
+            assert_frame_equal(_facts(loaded), _facts(exact), check_dtypes=False, rel_tol=1e-12)

@@ -98,6 +98,11 @@ def _strict(fields: list[Field]) -> list[int]:
     return [i for i, f in enumerate(fields) if f.kind in ("ts", "int", "num", "mask")]
 
 
+def is_reason_field(f: Field) -> bool:
+    """A single throttle (clock event) reason, e.g. ``clocks_event_reasons.hw_slowdown``."""
+    return any(f.column == p + r for r in _REASON_FIELDS for p in ("clocks_event_reasons_", "clocks_throttle_reasons_"))
+
+
 def used_fields(fields: list[Field]) -> list[Field]:
     """The fields the facts read (identity and metrics); the others are not even cleaned."""
     wanted = {c for cands in METRICS.values() for c in cands} | set(ID_RAW) | {"ts"}

@@ -80,16 +80,17 @@ def plan(fields: list[Field]) -> Plan | None:
     timestamp, GPUs numbered by line order, or a used field of a kind it does not read)."""
     if [f.name for f in fields].count("timestamp") != 1 or smi_facts.needs_round_index(fields):
         return None
+    has_mask = any(f.kind == "mask" and f.column in smi_facts.METRICS["mask"] for f in fields)
     kinds, units = [], []
     for f, u in zip(fields, smi_facts.used_fields(fields)):
         if f.name in IDENTITY_FIELDS:
             kind = "t"
-        elif u.ignored:
-            kind = "i"
+        elif u.ignored or (has_mask and smi_facts.is_reason_field(f)):
+            kind = "i"  # (single throttle reasons stand in for the mask only where it is missing)
         else:
             kind = {"ts": "s", "num": "n", "mask": "m"}.get(u.kind)
             if kind is None:
-                return None  # e.g. a single throttle-reason field (Active / Not Active): SQL reads it
+                return None  # a throttle reason (Active / Not Active) in place of the mask: SQL reads it
         kinds.append(kind)
         units.append((" " + f.unit).encode() if kind == "n" and f.unit else b"")
     kb = "".join(kinds).encode()
@@ -151,6 +152,7 @@ def _pieces(path: Path, skip: int, block: int) -> Iterator[bytes | memoryview]:
 def _batch(parsed: tuple, p: Plan, read: _Read) -> pa.RecordBatch:
     rows, gid, idents, ts, values = parsed
     nums = iter(values)
+    null = pa.nulls(rows, pa.string())  # identity and ignored fields: one all-null column for all
     cols = []
     for i, k in enumerate(p.kinds):
         if k == ord("s"):
@@ -160,7 +162,7 @@ def _batch(parsed: tuple, p: Plan, read: _Read) -> pa.RecordBatch:
             cols.append(pa.Array.from_buffers(p.schema.field(i).type, rows,
                                               [pa.py_buffer(valid) if nulls else None, pa.py_buffer(data)], nulls))
         else:
-            cols.append(pa.nulls(rows, pa.string()))
+            cols.append(null)
     cols.append(read.global_ids(idents, gid))
     return pa.RecordBatch.from_arrays(cols, schema=p.schema)
 
