@@ -8,8 +8,8 @@ peak RSS is that method's own):
   CSV, GPU x hour groups, max of the same raw columns the facts use, no cleaning);
 - ``pandas``: a straightforward pandas implementation (chunked ``read_csv``, units stripped
   with ``.str``, ``to_numeric``/``to_datetime``, group by GPU and hour);
-- ``fleetfault``: the smi stage's full ingest of the file into a fresh warehouse
-  (``Warehouse.ingest_file``: sha256, parse, clean, hourly facts, insert) and ``gpu_days``.
+- ``fleetfault``: the smi stage of ``fleetfault run`` on the file, into a fresh warehouse
+  (registry and sha256, the C reader or DuckDB's, cleaning, hourly facts, insert, ``gpu_days``).
 
 Writes its section of ``bench/RESULTS.md``. Usage::
 
@@ -136,16 +136,24 @@ def m_pandas(path: Path) -> int:
 
 
 def m_fleetfault(path: Path) -> int:
+    """The smi stage of ``fleetfault run`` on a data folder holding just this file (as
+    ``telemetry/bench/``): registry and digest, the batch reader, hourly facts, gpu_days."""
     import tempfile
 
-    from pipeline.ingest.smi import load_file, recompute_gpu_days
+    from pipeline.config import config_from_dict
+    from pipeline.ingest import smi
+    from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
     with tempfile.TemporaryDirectory() as d, Warehouse(Path(d) / "w.duckdb") as wh:
-        res = wh.ingest_file("smi", path, lambda p, fid: load_file(p, fid, host="bench", tz="UTC", fields=None)[0])
-        recompute_gpu_days(wh)
-        assert res.rows_quarantined == 0, res
-        return res.rows_loaded
+        data = Path(d) / "data"
+        (data / "telemetry" / "bench").mkdir(parents=True)
+        (data / "telemetry" / "bench" / path.name).symlink_to(path.resolve())
+        ctx = RunContext(config_from_dict({}), wh, data, Path(d) / "out")
+        smi.run(ctx)
+        rep = ctx.report("smi")
+        assert rep.rows_quarantined == 0 and rep.files == 1, rep
+        return rep.rows_read
 
 
 def stage_on_files(data: Path) -> dict:

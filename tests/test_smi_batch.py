@@ -122,3 +122,29 @@ def test_new_files_are_hashed_while_loading_and_registered_with_their_digest(wh,
     assert registered == {str(p): sha256_file(p) for p in files}
     assert [r.status for r in wh.ingest_batch("smi", files, lambda items: [])] == ["unchanged"] * 3
     assert wh.ingest_file("smi", files[1], one).status == "unchanged"
+
+
+def test_large_files_are_loaded_alone_not_copied_into_a_batch(tmp_path, monkeypatch):
+    from pipeline.ingest import smi_batch
+
+    h = tmp_path / "h1"
+    files = [write(h / "b01.csv", HEADER, *_day(1)), write(h / "b02.csv", *(_day(2) * 30)),  # headerless, large
+             write(h / "b03.csv", *_day(3)), write(h / "b04.csv", *_day(4))]
+    monkeypatch.setattr(smi_batch, "ALONE_BYTES", files[1].stat().st_size)
+    items = [(p, k) for k, p in enumerate(files, 1)]
+    one_by_one, fields = [], None
+    for path, fid in items:
+        loaded, fields = load_file(path, fid, host="h1", tz="UTC", fields=fields)
+        one_by_one.append(loaded)
+    alone = []
+
+    def single(path, file_id, flds):
+        alone.append(path.name)
+        return load_file(path, file_id, host="h1", tz="UTC", fields=flds)
+
+    batched = load_files(items, host="h1", tz="UTC", fields=None, single=single)
+    assert alone == ["b02.csv"]  # streamed on its own; b03 and b04 continue its field list in a batch
+    for a, (b, fb) in zip(one_by_one, batched):
+        assert (b.rows_read, b.rows_loaded, b.rejects) == (a.rows_read, a.rows_loaded, a.rejects)
+        assert _facts(b).equals(_facts(a)) and fb is not None
+    assert batched[1][0].rows_loaded == 12 * 30

@@ -223,17 +223,37 @@ def test_whole_files_give_the_same_facts_on_every_path(tmp_path, monkeypatch, gz
 
 
 def test_a_declined_file_falls_back_and_nothing_is_lost(tmp_path, monkeypatch):
-    # A truncated last line and a marker the reader reads: it declines the file (the cut
-    # line), DuckDB's reader quarantines the cut line, the counts reconcile.
+    # A line cut short in the middle of the file (a crash, then a restart without a header):
+    # the reader declines the file, DuckDB's reader quarantines the line, counts reconcile.
     lines = _lines(40)
     p = tmp_path / "h" / "a.csv"
     p.parent.mkdir()
-    p.write_text("\n".join([HEADER, *lines, lines[0][:37]]))
+    p.write_text("\n".join([HEADER, *lines[:20], lines[20][:37], *lines[21:]]) + "\n")
     took, native, fast, exact = _three_ways(p, monkeypatch)
     assert not took
     for loaded in (native, fast, exact):
+        assert (loaded.rows_read, loaded.rows_loaded) == (40, 39)
+        assert [(r.line_no, r.reason) for r in loaded.rejects] == [(22, "truncated_line")]
+
+
+@pytest.mark.parametrize("tail, reason", [
+    ("2026/07/03 23:59:59.999, 1, NVIDIA H100 80GB HBM3, 165282305451, GPU-5f1b", "truncated_line"),
+    ("Unable to determine the device handle for GPU0000:5D:00.0: Unknown Error", "gpu_unreachable"),
+    (_lines(1)[0] + ", 7", "extra_fields"),
+])
+def test_a_last_line_cut_short_is_quarantined_by_the_reader(tmp_path, monkeypatch, tail, reason):
+    # The log was copied while nvidia-smi was writing it: the last line has no end.
+    lines = _lines(40)
+    p = tmp_path / "h" / "a.csv"
+    p.parent.mkdir()
+    p.write_text("\n".join([HEADER, *lines, tail]))
+    monkeypatch.setattr(smi_native, "BLOCK_BYTES", 1000)
+    took, native, fast, exact = _three_ways(p, monkeypatch)
+    assert took
+    for loaded in (native, fast, exact):
         assert (loaded.rows_read, loaded.rows_loaded) == (41, 40)
-        assert [r.reason for r in loaded.rejects] == ["truncated_line"]
+        assert [(r.line_no, r.reason, r.raw) for r in loaded.rejects] == [(42, reason, tail)]
+    assert _facts(native).equals(_facts(fast))
 
 
 def test_turned_off_by_the_environment(tmp_path, monkeypatch):

@@ -236,8 +236,8 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     try:
         fast = None
         if hf or fields:
-            fast = smi_native.hourly(con, path, hf or fields, skip=1 if hf else 0)
-            fast = (*fast, []) if fast else _fast_path(con, path, hf or fields, skip=1 if hf else 0)
+            fast = (smi_native.hourly(con, path, hf or fields, skip=1 if hf else 0)
+                    or _fast_path(con, path, hf or fields, skip=1 if hf else 0))
         if fast is not None:
             hourly, n, rejects = fast
             loaded = Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=1 if hf else 0, rejects=rejects)

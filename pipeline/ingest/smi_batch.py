@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 #: Files per DuckDB statement: large enough that fixed costs vanish, small enough that
 #: one batch's hourly rows stay a few MB.
 BATCH_FILES = 256
+#: Files at least this large are loaded alone by ``single``: streamed (the C reader of
+#: :mod:`pipeline.ingest.smi_native`, else DuckDB's), never copied into a batch file; a
+#: batch only pays off where the cost is per file, not per byte.
+ALONE_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -265,19 +269,27 @@ def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: lis
         con.close()
 
 
+def _large(path: Path) -> bool:
+    try:
+        return path.stat().st_size >= ALONE_BYTES
+    except OSError:
+        return False
+
+
 def _load_files(con, items, *, host, tz, fields, single):
     results: list = [None] * len(items)
     current = fields
     i = 0
     while i < len(items):
         lay, _ = probe(items[i][0], current)
-        if lay is None:
+        if lay is None or _large(items[i][0]):
             results[i] = single(*items[i], current)
             current = results[i][1]
             i += 1
             continue
         j = i + 1
-        while j < len(items) and j - i < BATCH_FILES and probe(items[j][0], list(lay.fields))[0] == lay:
+        while (j < len(items) and j - i < BATCH_FILES and not _large(items[j][0])
+               and probe(items[j][0], list(lay.fields))[0] == lay):
             j += 1
         flds = list(lay.fields)
         for k, res in zip(range(i, j), fast_batch(con, items[i:j], lay, host=host, tz=tz)):

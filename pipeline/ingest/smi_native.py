@@ -31,8 +31,10 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.ingest import smi_facts
+from pipeline.ingest.smi_batch import judge_rejects
 from pipeline.ingest.smi_fields import Field
 from pipeline.ingest.smi_read import first_line, open_binary
+from pipeline.warehouse import Rejected
 
 try:
     from pipeline.ingest import _smiscan
@@ -108,6 +110,7 @@ class _Read:
     rows: int = 0
     why: list[str] = field(default_factory=list)
     ids: dict[tuple, int] = field(default_factory=dict)  # a GPU's identity texts -> its _gid
+    tail: bytes | None = None  # a last line without its end that the reader declined
 
     def global_ids(self, local: list[tuple], gid: bytes) -> pa.Array:
         """A block's GPU numbers (the block's own) as the file's."""
@@ -125,9 +128,10 @@ class _Read:
         return pa.table(cols)
 
 
-def _pieces(path: Path, skip: int, block: int) -> Iterator[bytes | memoryview]:
+def _pieces(path: Path, skip: int, block: int) -> Iterator[tuple[bytes | memoryview, bool]]:
     """The file's data lines as pieces of whole lines (no copy of the blocks' bodies; a line
-    cut by a block's end becomes a small piece of its own)."""
+    cut by a block's end becomes a small piece of its own), each with whether it is the
+    file's last line left without its end (a log cut while being written, typically)."""
     with open_binary(path) as f:
         for _ in range(skip):
             f.readline()
@@ -138,18 +142,19 @@ def _pieces(path: Path, skip: int, block: int) -> Iterator[bytes | memoryview]:
                 carry += data
                 continue
             if carry:
-                yield carry + data[: first + 1]
+                yield carry + data[: first + 1], False
                 body = memoryview(data)[first + 1: last + 1]
             else:
                 body = memoryview(data)[: last + 1]
             if len(body):
-                yield body
+                yield body, False
             carry = data[last + 1:]
         if carry:
-            yield carry
+            yield carry, True
 
 
 def _batch(parsed: tuple, p: Plan, read: _Read) -> pa.RecordBatch:
+    """One parsed block as Arrow columns."""
     rows, gid, idents, ts, values = parsed
     nums = iter(values)
     null = pa.nulls(rows, pa.string())  # identity and ignored fields: one all-null column for all
@@ -182,26 +187,49 @@ def _batches(path: Path, p: Plan, skip: int, read: _Read, block: int) -> Iterato
         pending: deque = deque()
         pieces = _pieces(path, skip, block)
         while True:
-            for piece in pieces:
-                pending.append(pool.submit(_parse, piece, p, local))
+            for piece, tail in pieces:
+                pending.append((pool.submit(_parse, piece, p, local), piece if tail else None))
                 if len(pending) >= AHEAD:
                     break
             if not pending:
                 return
-            parsed = pending.popleft().result()
+            fut, tail = pending.popleft()
+            parsed = fut.result()
+            if parsed[0] is None and tail is not None:
+                read.tail = bytes(tail)  # judged once the lines before it are counted
+                continue
             if parsed[0] is None:
                 read.why.append(str(parsed[2]))
-                for fut in pending:
-                    fut.cancel()
+                for other, _ in pending:
+                    other.cancel()
                 raise Declined(parsed[2])
             read.rows += parsed[0]
             yield _batch(parsed, p, read)
 
 
+def _checked(rows: pl.DataFrame) -> bool:
+    """True when no group holds an unreadable value or time (SQL checks the reader cannot
+    make: an index that is not a number, say)."""
+    return not (rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height)
+
+
+def _with_identities(con: duckdb.DuckDBPyConnection, fields: list[Field], grouped: pa.Table, ids: pa.Table
+                     ) -> pl.DataFrame:
+    con.register("smi_native_grouped", grouped)
+    con.register("smi_native_ids", ids)
+    try:
+        return con.sql(smi_facts.with_identities_sql(fields, "smi_native_grouped", "smi_native_ids")).pl()
+    finally:
+        con.unregister("smi_native_grouped")
+        con.unregister("smi_native_ids")
+
+
 def hourly(con: duckdb.DuckDBPyConnection, path: Path, fields: list[Field], skip: int, *,
-           block: int = BLOCK_BYTES) -> tuple[pl.DataFrame, int] | None:
-    """(partial hourly facts, data rows) of a clean file, or None: the reader is not built,
-    cannot take these fields, or declined the file (see the module's notes)."""
+           block: int = BLOCK_BYTES) -> tuple[pl.DataFrame, int, list[Rejected]] | None:
+    """(partial hourly facts, rows loaded, quarantined lines) of a clean file, or None: the
+    reader is not built, cannot take these fields, or declined the file (see the module's
+    notes). The one line it quarantines itself is a last line cut short (no line end, too
+    few or too many cells), judged as DuckDB's reader path judges it."""
     p = plan(fields) if available() else None
     if p is None or ", " not in first_line(path, skip=skip):
         return None
@@ -216,13 +244,13 @@ def hourly(con: duckdb.DuckDBPyConnection, path: Path, fields: list[Field], skip
         return None
     finally:
         con.unregister("smi_native")
-    con.register("smi_native_grouped", grouped)
-    con.register("smi_native_ids", read.table(p))
-    try:
-        rows = con.sql(smi_facts.with_identities_sql(fields, "smi_native_grouped", "smi_native_ids")).pl()
-    finally:
-        con.unregister("smi_native_grouped")
-        con.unregister("smi_native_ids")
-    if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
+    rejects: list[Rejected] | None = []
+    if read.tail is not None:
+        raw = read.tail.decode("utf-8", errors="replace").rstrip("\r")
+        cells = len(raw.split(","))
+        kind = "MISSING COLUMNS" if cells < len(fields) else "TOO MANY COLUMNS" if cells > len(fields) else None
+        rejects = judge_rejects([(skip + read.rows + 1, kind, raw)], len(fields)) if kind else None
+    if rejects is None:
         return None
-    return rows, read.rows
+    rows = _with_identities(con, fields, grouped, read.table(p))
+    return (rows, read.rows, rejects) if _checked(rows) else None
