@@ -9,7 +9,8 @@ peak RSS is that method's own):
 - ``pandas``: a straightforward pandas implementation (chunked ``read_csv``, units stripped
   with ``.str``, ``to_numeric``/``to_datetime``, group by GPU and hour);
 - ``fleetfault``: the smi stage of ``fleetfault run`` on the file, into a fresh warehouse
-  (registry and sha256, the C reader or DuckDB's, cleaning, hourly facts, insert, ``gpu_days``).
+  (registry and sha256, the C reader or DuckDB's, cleaning, hourly facts, insert, ``gpu_days``);
+  ``fleetfault_duckdb`` (optional): the same with the C reader off.
 
 Writes its section of ``bench/RESULTS.md``. Usage::
 
@@ -156,6 +157,12 @@ def m_fleetfault(path: Path) -> int:
         return rep.rows_read
 
 
+def m_fleetfault_duckdb(path: Path) -> int:
+    """:func:`m_fleetfault` with the C reader off: DuckDB's reader and SQL cleaning."""
+    os.environ["FLEETFAULT_SMI_NATIVE"] = "0"
+    return m_fleetfault(path)
+
+
 def stage_on_files(data: Path) -> dict:
     """The smi stage on a data folder (after the inventory stage) in a fresh warehouse."""
     import tempfile
@@ -180,7 +187,8 @@ def stage_on_files(data: Path) -> dict:
                 "code": str(Path(sys.modules["pipeline"].__file__).parent.parent)}
 
 
-METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault}
+METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault,
+           "fleetfault_duckdb": m_fleetfault_duckdb}
 
 
 def one(method: str, path: Path) -> dict:
@@ -231,7 +239,7 @@ def write_results(res: dict[str, dict], path: Path, size: int, command: str, *, 
         "| method | median s | runs | median CPU s | MB/s | peak RSS MiB | load |",
         "|---|---|---|---|---|---|---|",
     ]
-    for m in ("floor", "duckdb_bare", "pandas", "fleetfault"):
+    for m in [m for m in ("floor", "duckdb_bare", "pandas", "fleetfault", "fleetfault_duckdb") if m in res]:
         r = res[m]
         lines.append(f"| {m} | {r['seconds']:.2f} | {r['runs']} | {r['cpu_seconds']:.2f} | "
                      f"{size / 2**20 / r['seconds']:.0f} | {r['peak_rss'] / 2**20:.0f} | {r['load_avg']} |")
@@ -247,6 +255,9 @@ def write_results(res: dict[str, dict], path: Path, size: int, command: str, *, 
         f"- pandas / fleetfault: **{ratio_pd:.1f}x** faster (target >= 6x: {'met' if ratio_pd >= 6 else 'NOT met'})",
         f"- fleetfault peak RSS / input: **{rss_ratio:.2f}** (target <= 0.5: {'met' if rss_ratio <= 0.5 else 'NOT met'})",
         "- fleetfault's time includes its imports, the registry's sha256 of the file, the insert and the gpu_days rebuild.",
+        *([f"- the C reader: fleetfault_duckdb (the same stage with it off: DuckDB's reader and SQL cleaning) / "
+           f"fleetfault = **{res['fleetfault_duckdb']['seconds'] / ff['seconds']:.1f}x** wall, "
+           f"{res['fleetfault_duckdb']['cpu_seconds'] / ff['cpu_seconds']:.1f}x CPU"] if "fleetfault_duckdb" in res else []),
         "",
         "",
     ]

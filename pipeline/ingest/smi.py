@@ -6,11 +6,13 @@ file, GPU and UTC hour), ``smi_headers`` (the field list each file ends with), t
 quarantine (every line that cannot be read, with file, line and reason), and
 ``gpu_days``, recomputed from all hourly facts on every run.
 
-Telemetry is the bulk of the data, and fleets write it as many small files (one per host
-and day), so the hot path is one streaming DuckDB pass over a batch of a host's files that
-share a layout (:mod:`pipeline.ingest.smi_batch`, :meth:`Warehouse.ingest_batch`: one
-transaction per batch, a registry row per file); only files with problems are read line by
-line (:mod:`pipeline.ingest.smi_read`).
+Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
+and day), whose cost is per statement: one streaming DuckDB pass reads a batch of a host's
+files that share a layout (:mod:`pipeline.ingest.smi_batch`, :meth:`Warehouse.ingest_batch`:
+one transaction per batch, a registry row per file). A large file's cost is its bytes: it
+is loaded alone by :func:`load_file`, through the C reader (:mod:`pipeline.ingest.smi_native`)
+where it is built and the file is clean, else DuckDB's reader. Only files with problems are
+read line by line (:mod:`pipeline.ingest.smi_read`).
 ``parse_smi_files`` gives the contract's clean per-sample table for ``fleetfault parse smi``.
 """
 
