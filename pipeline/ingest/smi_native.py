@@ -9,8 +9,9 @@ other paths (:func:`pipeline.ingest.smi_facts.hourly_sql`, every value column al
 
 The reader accepts only what it reads exactly as the SQL cleaning would, and declines a
 file at the first line it is not sure of (bad bytes, a wrong number of cells, a repeated
-header, an unreadable value, a truncated line): the caller then takes DuckDB's reader and,
-failing that, the line-by-line path, so results never depend on which path ran. Set
+header, an unreadable value): the caller then takes DuckDB's reader and, failing that, the
+line-by-line path, so results never depend on which path ran. The one line it quarantines
+itself is a last line cut short (a log copied while nvidia-smi wrote it). Set
 ``FLEETFAULT_SMI_NATIVE=0`` to turn it off.
 """
 
