@@ -60,6 +60,27 @@ def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
     pd.testing.assert_frame_equal(a, b)
 
 
+def test_link_narrowing_and_heat_are_measured_against_the_gpu_and_its_host(wh):
+    write_toy_fleet(wh, gpus=8, days=60, seed=2, start=START, daily_hazard=0.0)
+    serial = wh.scalar("SELECT serial FROM inventory WHERE slot = 3")
+    narrow = [START + timedelta(days=d) for d in (40, 41, 43)]
+    hot = START + timedelta(days=45)
+    wh.sql("UPDATE gpu_days SET pcie_width_min = 16, temp_mean = 60")
+    wh.sql("UPDATE gpu_days SET pcie_width_min = 8 WHERE serial = ? AND day IN (?, ?, ?)", [serial, *narrow])
+    wh.sql("UPDATE gpu_days SET temp_mean = 70, samples = 360 WHERE serial = ? AND day = ?", [serial, hot])
+    build_features(wh, Config())
+    rows = wh.df("SELECT day, pcie_narrow_days_7d, temp_vs_host_1d, temp_1d_vs_own_before, samples_vs_own_1d "
+                 "FROM features WHERE serial = ? ORDER BY day", [serial])
+    rows = rows.set_index(pd.to_datetime(rows["day"]).dt.date)
+    assert rows.loc[START + timedelta(days=39), "pcie_narrow_days_7d"] == 0
+    assert rows.loc[START + timedelta(days=43), "pcie_narrow_days_7d"] == 3
+    assert rows.loc[START + timedelta(days=48), "pcie_narrow_days_7d"] == 1  # day 41 fell out of the week
+    assert rows.loc[hot, "temp_vs_host_1d"] == pytest.approx(10)  # its 7 host mates stayed at 60
+    assert rows.loc[hot, "temp_1d_vs_own_before"] == pytest.approx(10)
+    assert rows.loc[hot, "samples_vs_own_1d"] == pytest.approx(0.25)
+    assert rows.loc[hot - timedelta(days=1), "temp_vs_host_1d"] == pytest.approx(0)
+
+
 def test_labels_mark_the_horizon_before_a_replacement_and_stop_at_it(wh):
     truth = write_toy_fleet(wh, gpus=16, days=90, seed=5, start=START, daily_hazard=0.01)
     build_features(wh, Config())
@@ -232,6 +253,11 @@ def test_top_factors_read_like_a_technician_wrote_them():
     contrib = {g: 0.0 for g in explain.GROUPS} | {"xid": 0.3, "ecc": 0.2, "temperature": 0.1}
     assert explain.describe(row, contrib) == "Xid 63 ×4 in 7 days; corrected ECC +350/day; 12 °C above its model's median"
     assert explain.describe({}, {g: 0.0 for g in explain.GROUPS}) == "no unusual signal"
+    row = {"pcie_width_deficit_7d": 8, "pcie_narrow_days_7d": 5, "temp_vs_host_7d": 9.6, "samples_vs_own_1d": 0.25}
+    contrib = {g: 0.0 for g in explain.GROUPS} | {"pcie": 0.3, "temperature": 0.2, "telemetry": 0.1}
+    assert explain.describe(row, contrib) == ("PCIe link 8 lanes below its width on 5 of the last 7 days; "
+                                              "10 °C hotter than the other GPUs of its host; "
+                                              "reported 25% of its usual samples today")
 
 
 def test_rule_baseline_risk_never_falls_as_critical_xids_rise():

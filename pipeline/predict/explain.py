@@ -2,10 +2,10 @@
 
 Reads and writes nothing. Features are grouped by what a person would check (Xids, ECC,
 memory remapping, temperature, PCIe, power and clocks, the host, the GPU's ticket history,
-its fleet position). A group's weight for one GPU is how much its risk falls when that
-group is set to the fleet's typical values (the model card's reference): an occlusion
-attribution, exact for the model in use and cheap (one prediction per group). The groups
-that raise the risk most are rendered from the GPU's own values, e.g.
+whether it still reports, its fleet position). A group's weight for one GPU is how much its
+risk falls when that group is set to the fleet's typical values (the model card's
+reference): an occlusion attribution, exact for the model in use and cheap (one prediction
+per group). The groups that raise the risk most are rendered from the GPU's own values, e.g.
 "Xid 63 ×4 in 7 days; corrected ECC +350/day; 12 °C above its model's median".
 """
 
@@ -65,9 +65,14 @@ def _temperature(row) -> str | None:
     dt = _v(row, "temp_vs_model_7d")
     if abs(dt) >= 3:
         parts.append(f"{abs(dt):.0f} °C {'above' if dt > 0 else 'below'} its model's median")
-    own = _v(row, "temp_vs_own_before")
+    own, today = _v(row, "temp_vs_own_before"), _v(row, "temp_1d_vs_own_before")
     if own >= 3:
         parts.append(f"{own:.0f} °C warmer than in the month before")
+    elif today >= 3:
+        parts.append(f"{today:.0f} °C warmer today than in the month before")
+    host = _v(row, "temp_vs_host_7d")
+    if host >= 3:
+        parts.append(f"{host:.0f} °C hotter than the other GPUs of its host")
     if _v(row, "temp_slope_7d") >= 0.5:
         parts.append(f"warming {_v(row, 'temp_slope_7d'):.1f} °C/day")
     if _v(row, "throttle_thermal_7d") >= 0.05:
@@ -78,7 +83,9 @@ def _temperature(row) -> str | None:
 def _pcie(row) -> str | None:
     parts = []
     if _v(row, "pcie_width_deficit_7d") > 0:
-        parts.append(f"PCIe link {int(_v(row, 'pcie_width_deficit_7d'))} lanes below its width")
+        n = int(_v(row, "pcie_narrow_days_7d"))
+        parts.append(f"PCIe link {int(_v(row, 'pcie_width_deficit_7d'))} lanes below its width"
+                     + (f" on {n} of the last 7 days" if n > 1 else ""))
     if _v(row, "pcie_replay_7d") > 0:
         parts.append(f"PCIe replays +{int(_v(row, 'pcie_replay_7d'))} in 7 days")
     return ", ".join(parts) or None
@@ -119,6 +126,13 @@ def _history(row) -> str | None:
             + f", last {int(_v(row, 'days_since_ticket'))} days ago")
 
 
+def _telemetry(row) -> str | None:
+    share = row.get("samples_vs_own_1d")
+    if share is None or pd.isna(share) or share >= 0.8:
+        return None
+    return "no telemetry today" if share <= 0 else f"reported {100 * share:.0f}% of its usual samples today"
+
+
 def _fleet(row) -> str | None:
     return f"batch {row.get('batch')}, {int(_v(row, 'age_days'))} days in service"
 
@@ -132,14 +146,16 @@ GROUPS: dict[str, tuple[list[str], Callable]] = {
     "memory": (["retired_pages", "retired_pages_delta_7d", "retired_pages_delta_30d", "remap_pending_7d",
                 "remap_failed_30d", "remap_uncorr_30d"], _memory),
     "temperature": (["temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d", "temp_slope_30d",
-                     "temp_vs_own_30d", "temp_vs_own_before", "temp_vs_model_7d", "throttle_thermal_7d",
-                     "throttle_hw_7d"], _temperature),
-    "pcie": (["pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_replay_7d", "pcie_replay_30d"], _pcie),
+                     "temp_vs_own_30d", "temp_vs_own_before", "temp_1d_vs_own_before", "temp_vs_model_7d",
+                     "temp_vs_host_1d", "temp_vs_host_7d", "throttle_thermal_7d", "throttle_hw_7d"], _temperature),
+    "pcie": (["pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_narrow_days_7d", "pcie_narrow_days_30d",
+              "pcie_replay_7d", "pcie_replay_30d"], _pcie),
     "power": (["power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d", "fan_mean_7d",
                "fan_vs_model_7d", "power_brake_7d"], _power),
     "host": (["sxid_host_7d", "sxid_host_30d", "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d"], _host),
     "history": (["tickets_prior", "reseats_prior", "days_since_ticket"], _history),
-    "fleet": (["slot", "age_days", "telemetry_days_7d", "model", "vendor", "site", "batch"], _fleet),
+    "telemetry": (["samples_vs_own_1d", "telemetry_days_7d"], _telemetry),
+    "fleet": (["slot", "age_days", "model", "vendor", "site", "batch"], _fleet),
 }
 
 

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 #: Xid codes counted one by one (the rest count only through their severity class):
 #: hardware (48 DBE, 63/64 row remap, 74 NVLink, 79 fell off the bus, 92 high SBE rate,
 #: 94/95 contained/uncontained ECC, 119/120 GSP, 61/62 internal micro-controller,
-#: 68 video, 69 graphics exception) and application-caused (13, 31, 43, 45).
-XID_CODES: tuple[int, ...] = (13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 119, 120)
+#: 68 video, 69 graphics exception, 8/109 GPU stopped / context-switch timeout: hangs that
+#: come back before a GPU dies of one) and application-caused (13, 31, 43, 45).
+XID_CODES: tuple[int, ...] = (8, 13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120)
 
 #: Fleet-position columns handed to the model as categories.
 CATEGORICAL: tuple[str, ...] = ("model", "vendor", "site", "batch")
@@ -43,7 +44,8 @@ TARGETS: tuple[str, ...] = ("label", "days_to_failure")
 _NUMERIC_BASE: tuple[str, ...] = (
     "slot", "age_days", "telemetry_days_7d",
     "temp_mean_1d", "temp_mean_7d", "temp_mean_30d", "temp_max_7d", "temp_slope_7d", "temp_slope_30d",
-    "temp_vs_own_30d", "temp_vs_own_before", "temp_vs_model_7d",
+    "temp_vs_own_30d", "temp_vs_own_before", "temp_1d_vs_own_before", "temp_vs_model_7d",
+    "temp_vs_host_1d", "temp_vs_host_7d", "samples_vs_own_1d",
     "power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d",
     "fan_mean_7d", "fan_vs_model_7d",
     "throttle_thermal_7d", "throttle_hw_7d", "power_brake_7d",
@@ -51,7 +53,8 @@ _NUMERIC_BASE: tuple[str, ...] = (
     "ecc_uncorr_7d", "ecc_uncorr_30d",
     "retired_pages", "retired_pages_delta_7d", "retired_pages_delta_30d",
     "remap_pending_7d", "remap_failed_30d", "remap_uncorr_30d",
-    "pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_replay_7d", "pcie_replay_30d",
+    "pcie_width_deficit_7d", "pcie_width_deficit_30d", "pcie_narrow_days_7d", "pcie_narrow_days_30d",
+    "pcie_replay_7d", "pcie_replay_30d",
     "xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
     "xid_app_7d", "xid_all_30d", "days_since_crit_xid",
     "sxid_host_7d", "sxid_host_30d",
@@ -122,7 +125,7 @@ tele AS (
     max(retired_pages_max) AS retired, max(remapped_rows_pending_max) AS remap_p,
     max(remapped_rows_failed_max) AS remap_f, max(remapped_rows_uncorrectable_max) AS remap_u,
     min(pcie_width_min) AS pcie_min, max(pcie_width_max_reported) AS pcie_max, sum(pcie_replay_delta) AS pcie_replay,
-    arg_max(pci_bus_id, samples) AS pci_bus_id
+    arg_max(pci_bus_id, samples) AS pci_bus_id, sum(samples) AS samples
   FROM gpu_days WHERE serial IS NOT NULL GROUP BY serial, day
 ),
 xd AS (
@@ -178,6 +181,7 @@ roll AS (
     regr_slope(temp_mean, dn) OVER {w7} AS temp_slope_7d,
     regr_slope(temp_mean, dn) OVER {w30} AS temp_slope_30d,
     avg(temp_mean) OVER {before} AS temp_mean_before,
+    coalesce(samples, 0) / nullif(avg(samples) OVER {before}, 0) AS samples_vs_own_1d,
     avg(power_mean) OVER {w7} AS power_mean_7d,
     avg(util_mean) OVER {w7} AS util_mean_7d,
     avg(sm_clock) OVER {w7} AS sm_clock_7d,
@@ -201,6 +205,7 @@ roll AS (
     -- The link's full width: as reported, else the widest this GPU has run at (many
     -- queries leave out pcie.link.width.max, and a narrowed link is a precursor).
     max(coalesce(pcie_max, pcie_min)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS pcie_full,
+    pcie_min AS pcie_min_1d,
     min(pcie_min) OVER {w7} AS pcie_min_7d,
     min(pcie_min) OVER {w30} AS pcie_min_30d,
     sum(coalesce(pcie_replay, 0)) OVER {w7} AS pcie_replay_7d,
@@ -225,17 +230,27 @@ roll AS (
 ),
 fleet AS (
   SELECT *,
+    -- Days on a narrowed link: a riser or a transient narrows it for a day or two, a
+    -- failing GPU's link stays narrow until it is swapped.
+    count(*) FILTER (WHERE pcie_min_1d < pcie_full) OVER {w7} AS pcie_narrow_days_7d,
+    count(*) FILTER (WHERE pcie_min_1d < pcie_full) OVER {w30} AS pcie_narrow_days_30d,
+    -- Against the other GPUs of its host the same day: a fan, a dirty filter or a hot
+    -- aisle heats the whole host, a failing GPU only itself.
+    temp_mean_1d - (sum(temp_mean_1d) OVER hd - temp_mean_1d) / nullif(count(temp_mean_1d) OVER hd - 1, 0) AS temp_vs_host_1d,
+    temp_mean_7d - (sum(temp_mean_7d) OVER hd - temp_mean_7d) / nullif(count(temp_mean_7d) OVER hd - 1, 0) AS temp_vs_host_7d,
     temp_mean_7d - median(temp_mean_7d) OVER (PARTITION BY model, day) AS temp_vs_model_7d,
     power_mean_7d - median(power_mean_7d) OVER (PARTITION BY model, day) AS power_vs_model_7d,
     sm_clock_7d - median(sm_clock_7d) OVER (PARTITION BY model, day) AS sm_clock_vs_model_7d,
     fan_mean_7d - median(fan_mean_7d) OVER (PARTITION BY model, day) AS fan_vs_model_7d
   FROM roll
+  WINDOW hd AS (PARTITION BY host, day)
 )
 SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   slot, age_days, telemetry_days_7d,
   temp_mean_1d, temp_mean_7d, temp_mean_30d, temp_max_7d, temp_slope_7d, temp_slope_30d,
   temp_mean_7d - temp_mean_30d AS temp_vs_own_30d, temp_mean_7d - temp_mean_before AS temp_vs_own_before,
-  temp_vs_model_7d,
+  temp_mean_1d - temp_mean_before AS temp_1d_vs_own_before, temp_vs_model_7d,
+  temp_vs_host_1d, temp_vs_host_7d, samples_vs_own_1d,
   power_mean_7d, power_vs_model_7d, util_mean_7d, sm_clock_vs_model_7d,
   fan_mean_7d, fan_vs_model_7d,
   throttle_thermal_7d, throttle_hw_7d, power_brake_7d,
@@ -247,6 +262,7 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   retired_pages - coalesce(retired_before_30d, 0) AS retired_pages_delta_30d,
   remap_pending_7d, remap_failed_30d, remap_uncorr_30d,
   pcie_full - pcie_min_7d AS pcie_width_deficit_7d, pcie_full - pcie_min_30d AS pcie_width_deficit_30d,
+  CAST(pcie_narrow_days_7d AS DOUBLE) AS pcie_narrow_days_7d, CAST(pcie_narrow_days_30d AS DOUBLE) AS pcie_narrow_days_30d,
   pcie_replay_7d, pcie_replay_30d,
   xid_crit_1d, xid_crit_7d, xid_crit_30d, xid_warn_7d, xid_warn_30d, xid_app_7d, xid_all_30d,
   CAST(coalesce(datediff('day', last_crit_day, day), 999) AS DOUBLE) AS days_since_crit_xid,
