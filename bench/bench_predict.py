@@ -194,7 +194,23 @@ def _walk_lines(w: dict) -> list[str]:
               "Lead days of the caught failures (pooled; first alert to the replacement ticket):", "",
               "| lead, days | " + " | ".join(str(d) for d in range(1, 8)) + " |", "|---" * 8 + "|",
               *(f"| {k} | " + " | ".join(str(hist[k][d]) for d in range(1, 8)) + " |" for k in ("model", "baseline")), ""]
-    return lines
+    for k in ("model", "baseline"):
+        lo, hi, share = median_interval(w["leads"][k])
+        lines.append(f"- {k}: median lead {lo:g} to {hi:g} days in 95% of bootstrap resamples of its caught "
+                     f"failures (10,000 draws), at least 3 days in {100 * share:.0f}%")
+    return lines + [""]
+
+
+def median_interval(leads: list[int], draws: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """(2.5th, 97.5th percentile, share >= 3 days) of the median lead over resampled caught failures:
+    with a few dozen failures the point median moves by a day when two or three change."""
+    import numpy as np
+
+    if not leads:
+        return float("nan"), float("nan"), 0.0
+    a = np.asarray(leads, dtype=float)
+    med = np.median(a[np.random.default_rng(seed).integers(0, len(a), (draws, len(a)))], axis=1)
+    return float(np.percentile(med, 2.5)), float(np.percentile(med, 97.5)), float((med >= 3).mean())
 
 
 def write_results(res: dict, path: Path, command: str) -> None:
