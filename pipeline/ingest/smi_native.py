@@ -113,20 +113,22 @@ class _Read:
     ids: dict[tuple, int] = field(default_factory=dict)  # a GPU's identity texts -> its _gid
     tail: bytes | None = None  # a last line without its end that the reader declined
 
+    # (no pa.array() here: it imports pandas, half a second a process)
     def global_ids(self, local: list[tuple], gid: bytes) -> pa.Array:
         """A block's GPU numbers (the block's own) as the file's."""
         to_file = np.array([self.ids.setdefault(t, len(self.ids)) for t in local], dtype=np.int32)
-        return pa.array(to_file[np.frombuffer(gid, dtype=np.int32)])
+        ids = to_file[np.frombuffer(gid, dtype=np.int32)]
+        return pa.Array.from_buffers(pa.int32(), len(ids), [None, pa.py_buffer(ids)])
 
-    def table(self, p: Plan) -> pa.Table:
+    def table(self, p: Plan) -> pl.DataFrame:
         """``_gid`` and the raw identity columns (``r_gpu_index``, ...) of every GPU seen."""
         where = {name: j for j, name in enumerate(p.identity)}
         idents = list(self.ids)
-        cols = {"_gid": pa.array(range(len(idents)), pa.int32())}
+        cols = {"_gid": pl.Series(range(len(idents)), dtype=pl.Int32)}
         for key, name in smi_facts.ID_RAW.items():
             j = where.get(name)
-            cols[f"r_{key}"] = pa.array([t[j] for t in idents] if j is not None else [None] * len(idents), pa.string())
-        return pa.table(cols)
+            cols[f"r_{key}"] = pl.Series([t[j] for t in idents] if j is not None else [None] * len(idents), dtype=pl.Utf8)
+        return pl.DataFrame(cols)
 
 
 def _pieces(path: Path, skip: int, block: int) -> Iterator[tuple[bytes | memoryview, bool]]:
@@ -214,7 +216,7 @@ def _checked(rows: pl.DataFrame) -> bool:
     return not (rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height)
 
 
-def _with_identities(con: duckdb.DuckDBPyConnection, fields: list[Field], grouped: pa.Table, ids: pa.Table
+def _with_identities(con: duckdb.DuckDBPyConnection, fields: list[Field], grouped: pa.Table, ids: pl.DataFrame
                      ) -> pl.DataFrame:
     con.register("smi_native_grouped", grouped)
     con.register("smi_native_ids", ids)
