@@ -3,7 +3,7 @@
 DuckDB's CSV reader reads cells such as ``45 %``, ``627.40 W`` or ``[N/A]`` as text, and
 cleaning that text in SQL costs more than reading the file. Where the optional C extension
 :mod:`pipeline.ingest._smiscan` is built (``pip install``), a file's blocks of whole lines
-are parsed in C straight into typed Arrow columns (two blocks at a time, in threads: the
+are parsed in C straight into typed Arrow columns (several blocks at a time, in threads: the
 parse does not hold the GIL), and DuckDB aggregates that stream with the same SQL as the
 other paths (:func:`pipeline.ingest.smi_facts.hourly_sql`, every value column already typed).
 
@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 #: Bytes per parsed block: enough that per-block costs vanish, small enough that the few
 #: blocks in flight keep memory well under the file's size.
 BLOCK_BYTES = 8 << 20
-#: Blocks parsed ahead of DuckDB's aggregation.
-AHEAD = 3
+#: Threads parsing blocks (DuckDB's aggregation takes the other cores' share).
+WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 #: Fields that tell GPUs apart: the reader numbers each line's GPU by them (``_gid``), DuckDB
 #: groups by that number, and the texts are cleaned after aggregation.
 IDENTITY_FIELDS = tuple(smi_facts.ID_RAW.values())
@@ -186,13 +186,13 @@ def _parse(piece: bytes | memoryview, p: Plan, local: threading.local) -> tuple:
 
 def _batches(path: Path, p: Plan, skip: int, read: _Read, block: int) -> Iterator[pa.RecordBatch]:
     local = threading.local()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="smiscan") as pool:
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="smiscan") as pool:
         pending: deque = deque()
         pieces = _pieces(path, skip, block)
         while True:
             for piece, tail in pieces:
                 pending.append((pool.submit(_parse, piece, p, local), piece if tail else None))
-                if len(pending) >= AHEAD:
+                if len(pending) > WORKERS:  # one block more than the threads: none waits
                     break
             if not pending:
                 return
