@@ -194,6 +194,32 @@ def _ctx(tmp_path, wh, data):
     return RunContext(cfg, wh, data, tmp_path / "out")
 
 
+def test_gpu_days_coverage_from_the_sampling_interval(tmp_path, wh):
+    """Coverage is samples x interval over the day: the interval from within the hours for
+    frequent samples, else the GPU's usual gap between hours (hourly logs)."""
+    from datetime import timedelta
+
+    data = tmp_path / "data"
+    hdr = "timestamp, index, serial, temperature.gpu"
+    t0 = datetime(2026, 7, 3)
+
+    def stamp(t):
+        return t.strftime("%Y/%m/%d %H:%M:%S.000")
+
+    fast = [f"{stamp(t0 + timedelta(seconds=s))}, 0, SN-FAST, 40" for s in range(0, 7200, 10)]  # 2 h at 10 s
+    hourly = [f"{stamp(t0 + timedelta(hours=h, seconds=5))}, 1, SN-HOURLY, 40" for h in range(48)]
+    hourly.insert(30, f"{stamp(t0 + timedelta(hours=29, seconds=6))}, 1, SN-HOURLY, 40")  # a pair 1 s apart
+    sparse = [f"{stamp(t0 + timedelta(hours=h))}, 2, SN-SPARSE, 40" for h in (0, 1, 2, 3, 30)]
+    write(data / "telemetry" / "h1" / "gpu.csv", hdr, *sorted(fast + hourly + sparse))
+    smi.run(_ctx(tmp_path, wh, data))
+    got = {(k, d.isoformat()): round(c, 4) for k, d, c in wh.sql("SELECT gpu_key, day, coverage FROM gpu_days")}
+    assert got[("SN-FAST", "2026-07-03")] == round(720 * 10 / 86400, 4)  # 2 of 24 hours
+    assert got[("SN-HOURLY", "2026-07-03")] == 1.0
+    assert got[("SN-HOURLY", "2026-07-04")] == 1.0  # (was 2.2e-5: the pair's 1 s taken for the interval)
+    assert got[("SN-SPARSE", "2026-07-03")] == round(4 * 3600 / 86400, 4)  # 4 hourly samples, then silence
+    assert got[("SN-SPARSE", "2026-07-04")] == round(3600 / 86400, 4)  # one sample: one usual gap, not a day
+
+
 def test_stage_gpu_days_ecc_resets_and_idempotence(tmp_path, wh):
     data = tmp_path / "data"
     (data / "inventory.csv").parent.mkdir(parents=True)

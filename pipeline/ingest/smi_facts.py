@@ -382,7 +382,7 @@ k AS (
 steps AS (
   SELECT *,
     lag(ecc_corrected_last) OVER w AS prev_c, lag(ecc_uncorrected_last) OVER w AS prev_u,
-    lag(pcie_replay_last) OVER w AS prev_r
+    lag(pcie_replay_last) OVER w AS prev_r, lag(ts_last) OVER w AS prev_ts
   FROM k WINDOW w AS (PARTITION BY gpu_key ORDER BY ts_first, ts_last)
 ),
 d AS (
@@ -393,14 +393,17 @@ d AS (
       WHEN ecc_uncorrected_first >= prev_u THEN ecc_uncorrected_first - prev_u ELSE ecc_uncorrected_first END AS u_delta,
     pcie_replay_delta + CASE WHEN prev_r IS NULL OR pcie_replay_first IS NULL THEN 0
       WHEN pcie_replay_first >= prev_r THEN pcie_replay_first - prev_r ELSE pcie_replay_first END AS r_delta,
-    epoch(ts_last - ts_first) AS span_s
+    epoch(ts_last - ts_first) AS span_s,
+    -- the GPU's usual time between samples, for logs sampled less than twice an hour (the
+    -- gap before each hour's first sample; overlapping files give none)
+    median(CASE WHEN ts_first > prev_ts THEN epoch(ts_first - prev_ts) END) OVER (PARTITION BY gpu_key) AS gpu_gap_s
   FROM steps
 ),
 g AS (
   SELECT gpu_key, CAST(hour AS DATE) AS day,
     arg_max(serial_linked, ts_last) AS serial, arg_max(uuid, ts_last) AS uuid, arg_max(host, ts_last) AS host,
     arg_max(pci_bus_id, ts_last) AS pci_bus_id, arg_max(gpu_index, ts_last) AS gpu_index, arg_max(name, ts_last) AS name,
-    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows,
+    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows, any_value(gpu_gap_s) AS gpu_gap_s,
     min(temp_min) AS temp_min, sum(temp_sum) / nullif(sum(temp_n), 0) AS temp_mean,
     sum(temp_sumsq) / nullif(sum(temp_n), 0) AS temp_meansq, max(temp_max) AS temp_max,
     max(mem_temp_max) AS mem_temp_max,
@@ -422,7 +425,11 @@ g AS (
   FROM d GROUP BY ALL
 )
 SELECT gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, day, samples,
-  CASE WHEN samples > nrows THEN least(1.0, samples * (span_s / (samples - nrows)) / 86400.0) END AS coverage,
+  -- samples x interval over the day: the interval from within the hours where they hold
+  -- several samples (1 s logs: 3,600), else the GPU's usual gap (hourly logs: one an hour;
+  -- a day's pair of samples a second apart would make the within-hour estimate tiny)
+  CASE WHEN samples >= 2 * nrows THEN least(1.0, samples * (span_s / (samples - nrows)) / 86400.0)
+       WHEN gpu_gap_s > 0 THEN least(1.0, samples * gpu_gap_s / 86400.0) END AS coverage,
   temp_min, temp_mean,
   -- p95 from the day's moments (normal approximation, capped by the max): exact
   -- quantiles would need every sample; hourly facts keep counts, sums and extremes.
