@@ -311,7 +311,7 @@ def main() -> None:
     else:
         res = {m: measure(m, path, args.repeat) for m in methods}
     if not args.no_write and set(res) == set(METHODS):
-        cmd = "nice python bench/bench_smi.py " + " ".join(sys.argv[1:])
+        cmd = ("nice " if os.nice(0) > 0 else "") + "python bench/bench_smi.py " + " ".join(sys.argv[1:])
         write_results(res, HERE / "RESULTS.md", size, cmd.strip(), interleaved=args.interleave)
     print(json.dumps(res, indent=1))
 
