@@ -236,10 +236,9 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     hf = header_fields(first_line(path))
     con = scratch()
     try:
-        fast = None
-        if hf or fields:
-            fast = (smi_native.hourly(con, path, hf or fields, skip=1 if hf else 0)
-                    or _fast_path(con, path, hf or fields, skip=1 if hf else 0))
+        fast, flds, skip = None, hf or fields, 1 if hf else 0
+        if flds:
+            fast = smi_native.hourly(con, path, flds, skip) or _fast_path(con, path, flds, skip)
         if fast is not None:
             hourly, n, rejects = fast
             loaded = Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=1 if hf else 0, rejects=rejects)
@@ -308,7 +307,7 @@ def _fast_path(con, path: Path, fields: list[Field], skip: int, *, typed: bool =
         return None
     if types and _misfits(found):
         return _fast_path(con, path, fields, skip, typed=False)
-    if rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height:
+    if not smi_facts.hourly_ok(rows):
         return None
     rejects = judge_rejects(found, len(fields))
     if rejects is None or (rejects and has_lone_cr(path)):

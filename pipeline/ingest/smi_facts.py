@@ -16,6 +16,8 @@ import re
 from collections.abc import Collection
 from datetime import datetime
 
+import polars as pl
+
 from pipeline.ingest.hosts import host_key_sql
 from pipeline.ingest.smi_fields import TIMESTAMP_FORMATS, Field, bad_sql, clean_sql
 
@@ -98,15 +100,17 @@ def _strict(fields: list[Field]) -> list[int]:
     return [i for i, f in enumerate(fields) if f.kind in ("ts", "int", "num", "mask")]
 
 
+_REASON_COLUMNS = {p + r for r in _REASON_FIELDS for p in ("clocks_event_reasons_", "clocks_throttle_reasons_")}
+
+
 def is_reason_field(f: Field) -> bool:
     """A single throttle (clock event) reason, e.g. ``clocks_event_reasons.hw_slowdown``."""
-    return any(f.column == p + r for r in _REASON_FIELDS for p in ("clocks_event_reasons_", "clocks_throttle_reasons_"))
+    return f.column in _REASON_COLUMNS
 
 
 def used_fields(fields: list[Field]) -> list[Field]:
     """The fields the facts read (identity and metrics); the others are not even cleaned."""
-    wanted = {c for cands in METRICS.values() for c in cands} | set(ID_RAW) | {"ts"}
-    wanted |= {p + r for r in _REASON_FIELDS for p in ("clocks_event_reasons_", "clocks_throttle_reasons_")}
+    wanted = {c for cands in METRICS.values() for c in cands} | set(ID_RAW) | {"ts"} | _REASON_COLUMNS
     return [f if f.column in wanted else Field(f.name, f.unit, ignored=True) for f in fields]
 
 
@@ -270,6 +274,12 @@ FROM (
 GROUP BY ALL
 """
     return grouped if gid else _with_bad(grouped, bad_keys)
+
+
+def hourly_ok(rows: pl.DataFrame) -> bool:
+    """True when no group of :func:`hourly_sql` rows holds an unreadable value or time:
+    a fast path may keep them (else the file is read line by line)."""
+    return not (rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height)
 
 
 def _with_bad(grouped: str, bad_keys: str) -> str:

@@ -210,12 +210,6 @@ def _batches(path: Path, p: Plan, skip: int, read: _Read, block: int) -> Iterato
             yield _batch(parsed, p, read)
 
 
-def _checked(rows: pl.DataFrame) -> bool:
-    """True when no group holds an unreadable value or time (SQL checks the reader cannot
-    make: an index that is not a number, say)."""
-    return not (rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height)
-
-
 def _with_identities(con: duckdb.DuckDBPyConnection, fields: list[Field], grouped: pa.Table, ids: pl.DataFrame
                      ) -> pl.DataFrame:
     con.register("smi_native_grouped", grouped)
@@ -256,4 +250,5 @@ def hourly(con: duckdb.DuckDBPyConnection, path: Path, fields: list[Field], skip
     if rejects is None:
         return None
     rows = _with_identities(con, fields, grouped, read.table(p))
-    return (rows, read.rows, rejects) if _checked(rows) else None
+    # (SQL checks what the reader does not: an index that is not a number, say)
+    return (rows, read.rows, rejects) if smi_facts.hourly_ok(rows) else None
