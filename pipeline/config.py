@@ -96,6 +96,11 @@ class Link:
     # Another ticket (not a replacement) opened this soon after its slot's GPU was swapped
     # may be about the old GPU or the new one: it is not linked by host+slot.
     swap_ambiguity_days: float = 3.0
+    # Service point -> the number its tickets give the first GPU (0: nvidia-smi's index,
+    # 1: the chassis label). Points not listed: detected from their tickets (README).
+    slot_base: dict[str, int] = field(default_factory=dict)
+    # An inventory row still open for a serial not reported this many days is listed as stale.
+    stale_after_days: int = 30
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,13 @@ def _check_values(values: dict, problems: list[str]) -> None:
     if tickets is not None:
         for point, p in tickets.points.items():
             check_tz(p.tz, f"tickets.points.{point}.tz")
+    link = values.get("link")
+    if link is not None:
+        for point, base in link.slot_base.items():
+            if base not in (0, 1):
+                problems.append(f"link.slot_base.{point}: must be 0 or 1 (the number of the first GPU), got {base}")
+        if link.stale_after_days < 1:
+            problems.append(f"link.stale_after_days: must be at least 1, got {link.stale_after_days}")
     norm = values.get("normalize")
     if norm is not None and not 0 <= norm.auto_threshold <= 100:
         problems.append(f"normalize.auto_threshold: must be within 0-100, got {norm.auto_threshold}")

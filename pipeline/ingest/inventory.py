@@ -44,12 +44,14 @@ ALIASES = {
     "batch": ["lot", "purchase_batch", "order_batch"],
     "installed_at": ["installed", "install_date", "installed_on", "deployed_at", "in_service_since"],
     "removed_at": ["removed", "removal_date", "removed_on", "decommissioned_at", "retired_at"],
+    # Optional: the host's address, for tickets that name the host by it (10.0.0.5).
+    "ip": ["ip", "ip_address", "host_ip", "mgmt_ip", "ipaddr", "ip_addr", "address"],
 }
 
 _SCHEMA = {
     "serial": pl.Utf8, "model": pl.Utf8, "vendor": pl.Utf8, "host": pl.Utf8, "slot": pl.Int32,
     "site": pl.Utf8, "batch": pl.Utf8, "installed_at": pl.Datetime("us"), "removed_at": pl.Datetime("us"),
-    "file_id": pl.Int64, "line_no": pl.Int64,
+    "file_id": pl.Int64, "line_no": pl.Int64, "ip": pl.Utf8,
 }
 _SLOT = re.compile(r"^\D{0,8}?(\d{1,3})$")
 _EXCEL_ROUNDED = re.compile(r"^\d(\.\d+)?E\+?\d+$", re.IGNORECASE)
@@ -198,7 +200,7 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
             "serial": serial, "model": get("model") or None, "vendor": get("vendor") or None,
             "host": get("host") or None, "slot": slot, "site": get("site") or None,
             "batch": get("batch") or None, "installed_at": installed, "removed_at": removed,
-            "file_id": file_id, "line_no": line_no,
+            "file_id": file_id, "line_no": line_no, "ip": get("ip") or None,
         })
     close_moved(rows)
     df = pl.DataFrame(rows, schema=_SCHEMA)

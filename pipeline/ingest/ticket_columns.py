@@ -288,16 +288,12 @@ def rounded_serial(serial: str) -> tuple[Decimal, int, int] | None:
     return value, 1 + len(m.group(2) or ""), int(m.group(3)) + 1
 
 
-_SLOT = re.compile(r"(\d{1,2})")
-
-
 def clean_slot(value: object) -> int | None:
-    """A slot number from ``3``, ``3.0``, ``GPU3``, ``slot 3``, ``#3``, ``3号``; else None."""
-    s = cell_text(value)
-    if s is None:
-        return None
-    m = _SLOT.search(s)
-    return int(m.group(1)) if m else None
+    """A slot number from ``3``, ``3.0``, ``GPU3``, ``slot 3``, ``#3``, ``3号``, ``第5卡``,
+    ``GPU three`` (:func:`pipeline.link.slots.slot_number`); else None."""
+    from pipeline.link.slots import slot_number
+
+    return slot_number(value)
 
 
 # -- dates -------------------------------------------------------------------------

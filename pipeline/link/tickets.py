@@ -18,18 +18,33 @@ tickets, so a wrong link is worse than none. A ticket is linked
    way only when the slot's GPU is one of them;
 
 else it stays unlinked (``serial`` and ``link_method`` null) and is counted in a note.
+
+The ticket is read as the field writes it first: the serial taken out in an export's
+part-swap list (``removed_serial``) before the serial cell, and where neither is given a
+serial written in its free text that is an inventory serial and not the one fitted
+(``serial_in_text``); hosts as short names, FQDNs, in any case or as the address the
+inventory's ``ip`` column gives (:func:`pipeline.ingest.hosts.host_key`); slots in words
+or numbers of either language, from the slot cell or else the text
+(:mod:`pipeline.link.slots`), shifted by the point's slot base (``link.slot_base``, else
+detected from the point's serial-linked tickets). Where telemetry saw GPUs the registry
+missed (:mod:`pipeline.link.observed`), slots are looked up in the reconciled inventory,
+and a slot link found only through it is ``host_slot_observed``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from datetime import datetime, timedelta
 
 import polars as pl
 from rapidfuzz.distance import OSA
 
+from pipeline.ingest.hosts import host_key
 from pipeline.ingest.ticket_columns import clean_serial, rounded_serial
+from pipeline.link import observed
+from pipeline.link.slots import detect_base, slot_in_text
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +55,38 @@ def _fold(serial: str) -> str:
     return serial.upper().translate(_CONFUSABLE)
 
 
-def _short_host(host: str | None) -> str | None:
-    if not host:
-        return None
-    return host.strip().lower().split(".")[0] or None
+class HostNames:
+    """A ticket's host as the inventory's host key: short name, FQDN, any case, or the
+    address the inventory's ``ip`` column gives the host."""
+
+    def __init__(self, inventory: pl.DataFrame):
+        self._by_ip: dict[str, str] = {}
+        if "ip" in inventory.columns:
+            for host, ip in inventory.select("host", "ip").iter_rows():
+                if host and ip:
+                    self._by_ip[host_key(ip)] = host_key(host)
+
+    def key(self, host: str | None) -> str | None:
+        k = host_key(host) if host else None
+        return self._by_ip.get(k, k) if k else None
+
+
+_SERIAL_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{5,}")
+#: Words before a serial that make it the part fitted, not the one at fault.
+_FITTED_BEFORE = re.compile(r"(?:new|replacement|spare|fitted|installed|->|→|to|新|换上|更换为|替换为)\W{0,4}"
+                            r"(?:s/?n|serial(?:\s*(?:no|number))?)?\W{0,3}$", re.I)
+
+
+def serials_in_text(texts: list[str | None], known: set[str]) -> set[str]:
+    """Inventory serials written in free text, except those written as the part fitted
+    (``new SN 1650...``, ``新SN 1650...``)."""
+    out: set[str] = set()
+    for text in texts:
+        for m in _SERIAL_TOKEN.finditer(text or ""):
+            tok = clean_serial(m.group(0))
+            if tok in known and not _FITTED_BEFORE.search(text[max(0, m.start() - 24):m.start()]):
+                out.add(tok)
+    return out
 
 
 class SerialIndex:
@@ -100,7 +143,8 @@ def _round(value: int, sig: int):
 
 
 class SlotHistory:
-    """Which GPU sat in a host's slot when: inventory rows by (host, slot)."""
+    """Which GPU sat in a host's slot when: inventory rows by (host key, slot); the
+    methods take the host key (:class:`HostNames`)."""
 
     def __init__(self, inventory: pl.DataFrame):
         self._by_slot: dict[tuple[str, int], list[tuple[datetime | None, datetime | None, str]]] = defaultdict(list)
@@ -108,13 +152,13 @@ class SlotHistory:
             "serial", "host", "slot", "installed_at", "removed_at"
         ).iter_rows():
             if host and slot is not None:
-                self._by_slot[(_short_host(host), int(slot))].append((start, end, serial))
+                self._by_slot[(host_key(host), int(slot))].append((start, end, serial))
 
     def around(self, host: str | None, slot: int | None, when: datetime | None, window: timedelta) -> set[str]:
         """Every GPU in ``host``/``slot`` at ``when`` or taken out within ``window`` before it
         (any time if ``when`` is None). A GPU installed after the ticket was opened cannot be
         what it is about, even when its serial is one typo from the one written."""
-        rows = self._by_slot.get((_short_host(host), slot)) if host and slot is not None else None
+        rows = self._by_slot.get((host, slot)) if host and slot is not None else None
         if not rows:
             return set()
         if when is None:
@@ -125,7 +169,7 @@ class SlotHistory:
            window: timedelta, ambiguity: timedelta) -> str | None:
         """The GPU in ``host``/``slot`` at ``when``; for a replacement, the one removed
         within ``window`` of ``when`` (nearest), if any. None when unknown or not unique."""
-        rows = self._by_slot.get((_short_host(host), slot)) if host and slot is not None else None
+        rows = self._by_slot.get((host, slot)) if host and slot is not None else None
         if not rows:
             return None
         if when is None:
@@ -163,21 +207,91 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
     return None, None
 
 
+def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialIndex, hosts: HostNames,
+               configured: dict[str, int] | None = None) -> dict[str, int]:
+    """Each service point's slot base: configured, else detected (:func:`detect_base`)
+    from its tickets whose serial names exactly one GPU listed in the ticket's host, else 0."""
+    configured = configured or {}
+    place: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for serial, host, slot in inventory.select("serial", "host", "slot").iter_rows():
+        if serial and host and slot is not None:
+            place[serial].add((host_key(host), int(slot)))
+    pairs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    written: dict[str, list[int]] = defaultdict(list)
+    for point, text, removed, host, slot in tickets.select(
+            "service_point", "serial_text", "removed_serial", "host", "slot").iter_rows():
+        if slot is None:
+            continue
+        written[point].append(slot)
+        cands = index.candidates(clean_serial(removed) or clean_serial(text) or "") if (removed or text) else set()
+        if len(cands) == 1:
+            (s,) = cands
+            hk = hosts.key(host)
+            slots = {sl for h, sl in place.get(s, ()) if h == hk}
+            if len(slots) == 1:
+                pairs[point].append((slot, slots.pop()))
+    inv_slots = inventory["slot"].drop_nulls()
+    top = int(inv_slots.max()) if inv_slots.len() else None
+    out = {}
+    for point in set(written) | set(configured):
+        base = configured.get(point)
+        if base is None:
+            base = detect_base(pairs.get(point, []), written.get(point, []), top)
+            if base is None:
+                base = 0
+            log.info("link: service point %s counts slots from %d (%d serial-linked tickets compared)",
+                     point, base, len(pairs.get(point, [])))
+        out[point] = base
+    return out
+
+
 def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int = 1,
-               replace_window_days: float = 7.0, swap_ambiguity_days: float = 3.0) -> pl.DataFrame:
-    """``tickets`` with ``serial`` and ``link_method`` filled in (see the module doc)."""
-    index = SerialIndex([s for s in inventory["serial"].to_list() if s], max_edits)
+               replace_window_days: float = 7.0, swap_ambiguity_days: float = 3.0,
+               slot_base: dict[str, int] | None = None) -> pl.DataFrame:
+    """``tickets`` with ``serial`` and ``link_method`` filled in (see the module doc).
+
+    ``inventory`` may be the reconciled inventory (:mod:`pipeline.link.observed`): rows whose
+    ``source`` is not ``inventory`` come from telemetry, and a slot link through one of
+    them is ``host_slot_observed``.
+    """
+    for c in ("service_point", "removed_serial", "installed_serial", "part_text", "symptom_text", "action_text"):
+        if c not in tickets.columns:  # optional: a bare frame of serials and slots links too
+            tickets = tickets.with_columns(pl.lit(None, pl.Utf8).alias(c))
+    known = [s for s in inventory["serial"].to_list() if s]
+    index = SerialIndex(known, max_edits)
+    hosts = HostNames(inventory)
     slots = SlotHistory(inventory)
+    seen_only = set()
+    if "source" in inventory.columns:
+        seen_only = set(inventory.filter(pl.col("source") != "inventory")["serial"].to_list())
+    bases = slot_bases(tickets, inventory, index, hosts, slot_base)
     window = timedelta(days=replace_window_days)
     ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
-    cols = ["serial_text", "host", "slot", "opened_at", "part_code", "action_code"]
-    for text, host, slot, when, part, action in tickets.select(cols).iter_rows():
-        written = clean_serial(text)
-        cands = index.candidates(written) if written else set()
+    cols = ["service_point", "serial_text", "removed_serial", "installed_serial", "host", "slot", "opened_at",
+            "part_code", "action_code", "part_text", "symptom_text", "action_text"]
+    for point, text, removed, fitted, host, slot, when, part, action, *texts in tickets.select(cols).iter_rows():
+        written = clean_serial(removed) or clean_serial(text)
+        fitted = clean_serial(fitted)
+        in_text = False
+        if written is None:
+            found = serials_in_text(texts, index.serials) - {fitted}
+            if len(found) == 1:
+                (written,) = found
+                in_text = True
+        cands = (index.candidates(written) - {fitted}) if written else set()
+        if slot is None:
+            slot = slot_in_text(" ".join(t for t in texts if t))
+        if slot is not None:
+            slot -= bases.get(point, 0)
+        hk = hosts.key(host)
         replaced = action == "REPLACE" and part in (None, "GPU")
-        by_slot = slots.at(host, slot, when, replaced, window, ambiguity)
-        serial, method = _choose(written, cands, slots.around(host, slot, when, window), by_slot)
+        by_slot = slots.at(hk, slot, when, replaced, window, ambiguity)
+        serial, method = _choose(written, cands, slots.around(hk, slot, when, window), by_slot)
+        if method == "serial_exact" and in_text:
+            method = "serial_in_text"
+        elif method == "host_slot" and serial in seen_only:
+            method = "host_slot_observed"
         serials.append(serial)
         methods.append(method)
     return tickets.with_columns(pl.Series("serial", serials, pl.Utf8), pl.Series("link_method", methods, pl.Utf8))
@@ -188,10 +302,16 @@ def relink(wh, cfg) -> tuple[int, int, int]:
     tickets = wh.pl('SELECT * FROM tickets ORDER BY service_point, ticket_id', step="read tickets")
     if tickets.height == 0:
         return 0, 0, 0
-    inventory = wh.pl("SELECT serial, host, slot, installed_at, removed_at FROM inventory", step="read inventory")
+    if observed.observed_exists(wh):
+        inventory = wh.pl(f"SELECT r.*, i.ip FROM ({observed.reconciled_inventory_sql()}) r "
+                          "LEFT JOIN (SELECT host, any_value(ip) AS ip FROM inventory GROUP BY host) i USING (host)",
+                          step="read reconciled inventory")
+    else:
+        inventory = wh.pl("SELECT serial, host, slot, installed_at, removed_at, ip FROM inventory",
+                          step="read inventory")
     linked = link_frame(tickets, inventory, max_edits=cfg.link.serial_max_edits,
                         replace_window_days=cfg.link.replace_window_days,
-                        swap_ambiguity_days=cfg.link.swap_ambiguity_days)
+                        swap_ambiguity_days=cfg.link.swap_ambiguity_days, slot_base=cfg.link.slot_base)
     with wh.transaction():
         wh.replace("tickets", linked)
     unlinked = linked.filter(pl.col("link_method").is_null())
@@ -200,7 +320,9 @@ def relink(wh, cfg) -> tuple[int, int, int]:
 
 
 def run(ctx) -> None:
-    """Stage ``link``: fill in each ticket's inventory serial and how it was found."""
+    """Stage ``link``: reconcile the inventory with the telemetry, then fill in each
+    ticket's inventory serial and how it was found."""
+    observed.run(ctx)
     n, linked, flagged = relink(ctx.wh, ctx.cfg)
     ctx.report("link").rows_out = linked
     if n - linked:

@@ -96,10 +96,12 @@ def latest(raw: pl.DataFrame) -> pl.DataFrame:
 
 def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
     """``tickets`` columns from latest raw rows (codes added later; serial unlinked)."""
+    swaps = [pl.col(c) if c in latest_rows.columns else pl.lit(None, pl.Utf8).alias(c)
+             for c in ("removed_serial", "installed_serial")]  # part-swap lists, where the export has them
     return latest_rows.select(
         "ticket_id", "service_point", "opened_at", "closed_at", "status", "host", "slot",
         pl.lit(None, pl.Utf8).alias("serial"), "serial_text", pl.lit(None, pl.Utf8).alias("link_method"),
-        "part_text", "symptom_text", "action_text", "file_id", "line_no",
+        "part_text", "symptom_text", "action_text", *swaps, "file_id", "line_no",
     )
 
 
