@@ -113,6 +113,19 @@ FROM unlisted u LEFT JOIN before b USING (serial)
 """
 
 
+def exposure_inventory(engine) -> str:
+    """The relation exposure reads as the inventory: the reconciled one (a parenthesised
+    SELECT) where ``inventory_observed`` has rows on a DuckDB engine, else ``inventory``.
+    The reconciliation is DuckDB SQL; on another engine the registry is taken as it is."""
+    if engine.dialect.name != "duckdb":
+        return "inventory"
+    has = engine.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'inventory_observed'",
+                      step="stats: observed inventory present")[0][0]
+    if not has or not engine.rows("SELECT count(*) FROM inventory_observed", step="stats: observed rows")[0][0]:
+        return "inventory"
+    return f"({reconciled_inventory_sql()})"
+
+
 def observed_exists(wh) -> bool:
     """Whether the warehouse has observed placements to reconcile with."""
     return bool(wh.sql("SELECT count(*) FROM inventory_observed", step="link: observed rows")[0][0])

@@ -44,7 +44,7 @@ def zh_number(text: str) -> int | None:
 def _number(token: str) -> int | None:
     token = token.strip().lower()
     if token.isdigit():
-        return int(token)
+        return int(token) if len(token) <= 2 else None
     if m := re.fullmatch(r"(\d{1,2})(?:st|nd|rd|th)", token):
         return int(m[1])
     if token in _EN_NUMBERS:
@@ -59,10 +59,12 @@ _NUM = rf"(\d{{1,2}}(?:st|nd|rd|th)?|[{_ZH_NUM}]{{1,3}}|" + "|".join(
 _WORD = r"(?:gpu|card|slot|idx|index|position|pos|module|卡槽|槽位|插槽|卡位|卡|槽|显卡|顯卡)"
 #: The slot named next to a slot word: ``GPU 6``, ``card #7``, ``slot3``, ``槽位3``, ``卡5``.
 _AFTER_WORD = re.compile(rf"(?<![a-z0-9]){_WORD}\s*(?:no\.?|nr\.?|number)?\s*[#:：=№]?\s*{_NUM}(?![0-9a-z])", re.I)
-#: ``第5卡``, ``第五张卡``, ``5号卡``, ``五号GPU``, ``3rd GPU``, ``third card``, ``#3``.
+#: ``第5卡``, ``第五张卡``, ``5号卡``, ``五号GPU``, ``3rd GPU``, ``third card``.
 _BEFORE_WORD = re.compile(
     rf"(?:第\s*{_NUM}\s*[张張块塊个個号號]?\s*{_WORD}|(?<![a-z0-9]){_NUM}\s*[号號]\s*{_WORD}|"
-    rf"(?<![a-z0-9]){_NUM}\s+{_WORD}(?![a-z])|(?<![a-z0-9&])#\s*(\d{{1,2}})(?![0-9]))", re.I)
+    rf"(?<![a-z0-9]){_NUM}\s+{_WORD}(?![a-z]))", re.I)
+#: A bare ``#3``: a slot in a slot cell, but in prose as likely a drive's or a fan's number.
+_HASH = re.compile(r"^#\s*(\d{1,2})$")
 
 
 def _norm(text: str) -> str:
@@ -87,6 +89,8 @@ def slot_number(value: object) -> int | None:
         return int(float(s))
     if (n := _number(s)) is not None:
         return n
+    if m := _HASH.match(s):
+        return int(m[1])
     found = slot_in_text(s)
     if found is not None:
         return found

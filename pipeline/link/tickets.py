@@ -71,10 +71,14 @@ class HostNames:
         return self._by_ip.get(k, k) if k else None
 
 
+#: Parts that have numbers of their own (fan 3, DIMM B2, drive #5): a number in their
+#: ticket's text is not a GPU slot.
+_NUMBERED_PARTS = {"FAN", "PSU", "DIMM", "STORAGE", "NIC", "CPU", "CABLE"}
+
 _SERIAL_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{5,}")
 #: Words before a serial that make it the part fitted, not the one at fault.
-_FITTED_BEFORE = re.compile(r"(?:new|replacement|spare|fitted|installed|->|→|to|新|换上|更换为|替换为)\W{0,4}"
-                            r"(?:s/?n|serial(?:\s*(?:no|number))?)?\W{0,3}$", re.I)
+_FITTED_BEFORE = re.compile(r"(?:\bnew|replacement|spare|fitted|installed|->|→|\bto\b|新|换上|更换为|替换为)"
+                            r"[^0-9]{0,12}$", re.I)
 
 
 def serials_in_text(texts: list[str | None], known: set[str]) -> set[str]:
@@ -148,11 +152,13 @@ class SlotHistory:
 
     def __init__(self, inventory: pl.DataFrame):
         self._by_slot: dict[tuple[str, int], list[tuple[datetime | None, datetime | None, str]]] = defaultdict(list)
+        self._starts: dict[str, list[datetime | None]] = defaultdict(list)
         for serial, host, slot, start, end in inventory.select(
             "serial", "host", "slot", "installed_at", "removed_at"
         ).iter_rows():
             if host and slot is not None:
                 self._by_slot[(host_key(host), int(slot))].append((start, end, serial))
+            self._starts[serial].append(start)
 
     def around(self, host: str | None, slot: int | None, when: datetime | None, window: timedelta) -> set[str]:
         """Every GPU in ``host``/``slot`` at ``when`` or taken out within ``window`` before it
@@ -164,6 +170,19 @@ class SlotHistory:
         if when is None:
             return {s for _, _, s in rows}
         return {s for start, end, s in rows if (start is None or start <= when) and (end is None or end >= when - window)}
+
+    def removed_near(self, host: str | None, when: datetime | None, window: timedelta) -> set[int]:
+        """The slots of ``host`` whose GPU was taken out within ``window`` of ``when``."""
+        if not host or when is None:
+            return set()
+        return {slot for (h, slot), rows in self._by_slot.items() if h == host
+                for _, end, _ in rows if end is not None and abs(end - when) <= window}
+
+    def installed_after(self, serial: str, when: datetime | None) -> bool:
+        """True when every listed install of ``serial`` is after ``when``: a ticket opened
+        before a GPU was fitted is not about it."""
+        starts = self._starts.get(serial)
+        return bool(when is not None and starts and all(s is not None and s > when for s in starts))
 
     def at(self, host: str | None, slot: int | None, when: datetime | None, replaced: bool,
            window: timedelta, ambiguity: timedelta) -> str | None:
@@ -208,9 +227,12 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
 
 
 def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialIndex, hosts: HostNames,
-               configured: dict[str, int] | None = None) -> dict[str, int]:
+               configured: dict[str, int] | None = None, slots: SlotHistory | None = None,
+               window: timedelta = timedelta(days=7)) -> dict[str, int]:
     """Each service point's slot base: configured, else detected (:func:`detect_base`)
-    from its tickets whose serial names exactly one GPU listed in the ticket's host, else 0."""
+    from its tickets whose serial names exactly one GPU listed in the ticket's host, and
+    its GPU replacements near which exactly one slot of the host had its GPU taken out;
+    else 0."""
     configured = configured or {}
     place: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for serial, host, slot in inventory.select("serial", "host", "slot").iter_rows():
@@ -218,18 +240,24 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
             place[serial].add((host_key(host), int(slot)))
     pairs: dict[str, list[tuple[int, int]]] = defaultdict(list)
     written: dict[str, list[int]] = defaultdict(list)
-    for point, text, removed, host, slot in tickets.select(
-            "service_point", "serial_text", "removed_serial", "host", "slot").iter_rows():
+    for point, text, removed, host, slot, when, part, action in tickets.select(
+            "service_point", "serial_text", "removed_serial", "host", "slot", "opened_at", "part_code",
+            "action_code").iter_rows():
         if slot is None:
             continue
         written[point].append(slot)
+        hk = hosts.key(host)
         cands = index.candidates(clean_serial(removed) or clean_serial(text) or "") if (removed or text) else set()
         if len(cands) == 1:
             (s,) = cands
-            hk = hosts.key(host)
-            slots = {sl for h, sl in place.get(s, ()) if h == hk}
-            if len(slots) == 1:
-                pairs[point].append((slot, slots.pop()))
+            listed = {sl for h, sl in place.get(s, ()) if h == hk}
+            if len(listed) == 1:
+                pairs[point].append((slot, listed.pop()))
+                continue
+        if slots is not None and action == "REPLACE" and part in (None, "GPU"):
+            near = slots.removed_near(hk, when, window)
+            if len(near) == 1:
+                pairs[point].append((slot, near.pop()))
     inv_slots = inventory["slot"].drop_nulls()
     top = int(inv_slots.max()) if inv_slots.len() else None
     out = {}
@@ -238,6 +266,8 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
         if base is None:
             base = detect_base(pairs.get(point, []), written.get(point, []), top)
             if base is None:
+                log.warning("link: no ticket of service point %s shows whether it counts GPUs from 0 or 1; "
+                            "taken as 0 (set link.slot_base.%s = 1 if its people count from 1)", point, point)
                 base = 0
             log.info("link: service point %s counts slots from %d (%d serial-linked tickets compared)",
                      point, base, len(pairs.get(point, [])))
@@ -264,8 +294,8 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     seen_only = set()
     if "source" in inventory.columns:
         seen_only = set(inventory.filter(pl.col("source") != "inventory")["serial"].to_list())
-    bases = slot_bases(tickets, inventory, index, hosts, slot_base)
     window = timedelta(days=replace_window_days)
+    bases = slot_bases(tickets, inventory, index, hosts, slot_base, slots, window)
     ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
     cols = ["service_point", "serial_text", "removed_serial", "installed_serial", "host", "slot", "opened_at",
@@ -280,7 +310,10 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
                 (written,) = found
                 in_text = True
         cands = (index.candidates(written) - {fitted}) if written else set()
-        if slot is None:
+        if in_text:  # a serial met in prose: not one fitted after the ticket was opened
+            cands = {c for c in cands if not slots.installed_after(c, when)}
+            written = written if cands else None
+        if slot is None and part not in _NUMBERED_PARTS:
             slot = slot_in_text(" ".join(t for t in texts if t))
         if slot is not None:
             slot -= bases.get(point, 0)

@@ -31,6 +31,8 @@ def register(app: typer.Typer) -> None:
         interval: Annotated[float, typer.Option("--interval", help="Seconds between nvidia-smi samples.")] = 300.0,
         start: Annotated[Optional[str], typer.Option("--start", help="First day (UTC), YYYY-MM-DD. Default 2025-03-01.")] = None,
         accel: Annotated[float, typer.Option("--accel", help="Multiply every failure and event rate (1 = realistic).")] = 1.0,
+        ticket_layouts: Annotated[str, typer.Option("--ticket-layouts", help="How service points write tickets: 'default', or 'field' (other tools' layouts: EN/ZH headers, nested JSON with part-swap lists, 1-based slots, FQDN and IP hosts, serial quirks, overlapping dumps).")] = "default",
+        stale_inventory: Annotated[float, typer.Option("--stale-inventory", help="Share (0-1) of failure removals left out of inventory.csv (listed in truth/stale_removals.csv).")] = 0.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     ) -> None:
         """Write a synthetic GPU fleet (telemetry, kernel logs, tickets, inventory) and its ground truth.
@@ -52,9 +54,16 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--interval must be at least 1 second, got {interval}")
         if accel <= 0:
             raise UsageError(f"--accel must be positive, got {accel}")
+        from pipeline.simulate.field_layouts import LAYOUTS
+
+        if ticket_layouts not in LAYOUTS:
+            raise UsageError(f"--ticket-layouts must be one of {', '.join(LAYOUTS)}, got {ticket_layouts!r}")
+        if not 0 <= stale_inventory <= 1:
+            raise UsageError(f"--stale-inventory must be a share between 0 and 1, got {stale_inventory}")
         t0 = _parse_start(start)
+        extra = {"ticket_layouts": ticket_layouts, "stale_inventory": stale_inventory}
         if quiet or not console.is_terminal:
-            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel)
+            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, **extra)
         else:
             cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn())
@@ -64,7 +73,7 @@ def register(app: typer.Typer) -> None:
                 def tick(host: str, done: int, total: int) -> None:
                     progress.update(task, completed=done, total=total, description=f"simulating {host}")
 
-                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick)
+                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick, **extra)
         out_console.print(
             f"wrote {len(sim.hosts)} hosts, {len(sim.gpus)} GPU serials, {len(sim.failure_rows)} GPU failures, "
             f"{len(sim.service_rows)} tickets to {out}/ (truth in {out}/truth/)")

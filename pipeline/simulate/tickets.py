@@ -200,8 +200,12 @@ def _serial_written(rng, serial: str | None) -> str:
     return serial
 
 
-def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
-    """Write every point's exports; returns truth rows (one per ticket)."""
+def write_tickets(sim, out: Path, new_serials: dict[str, str], layouts: str = "default") -> list[dict]:
+    """Write every point's exports; returns truth rows (one per ticket). ``layouts="field"``
+    writes most points in layouts the default does not use
+    (:mod:`pipeline.simulate.field_layouts`); the tickets and their truth are the same."""
+    from pipeline.simulate import field_layouts
+
     rng = np.random.default_rng([sim.seed, 0x71C])
     words = vocabulary(sim.seed)
     by_point: dict[str, list[dict]] = {}
@@ -213,10 +217,11 @@ def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
         counters[p] = counters.get(p, int(rng.integers(1000, 9000))) + int(rng.integers(1, 4))
         tid = f"{ID_PREFIX[p]}{counters[p]:06d}"
         new_sn = new_serials.get(row["serial"]) if row["is_replacement"] else None
-        part, sym, act = ticket_text(rng, row, lang, new_sn, words)
+        base = field_layouts.SLOT_BASE.get(p, 0) if layouts == "field" and row["slot"] is not None else 0
+        part, sym, act = ticket_text(rng, {**row, "slot": row["slot"] + base} if base else row, lang, new_sn, words)
         sn = _serial_written(rng, row["serial"])
         rec = {**row, "ticket_id": tid, "part_text": part, "symptom_text": sym, "action_text": act,
-               "serial_text": sn}
+               "serial_text": sn, "new_serial": new_sn}
         rec["host_text"] = row["host"].upper() if rng.random() < 0.06 else row["host"]
         by_point.setdefault(p, []).append(rec)
         truth.append({"service_point": p, "ticket_id": tid, "serial": row["serial"] or "", "host": row["host"],
@@ -227,6 +232,8 @@ def write_tickets(sim, out: Path, new_serials: dict[str, str]) -> list[dict]:
     for p, recs in sorted(by_point.items()):
         folder = out / p
         folder.mkdir(parents=True, exist_ok=True)
+        if layouts == "field" and field_layouts.write_point(p, folder, recs, sim):
+            continue
         if p in SNAPSHOT_POINTS:
             _write_snapshots(folder, recs, sim)
             continue

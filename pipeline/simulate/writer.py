@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.simulate import truth
+from pipeline.simulate import field_layouts, truth
 from pipeline.simulate.fleet import SITE_BY_NAME
 from pipeline.simulate.kernel import boot_times, write_host_kernel
 from pipeline.simulate.process import DEFAULT_START, FleetSim, simulate_fleet
@@ -28,8 +28,8 @@ LAYOUT = ("inventory.csv", "telemetry", "kernel", "tickets", "truth")
 
 
 def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: float = 300.0,
-             start: datetime = DEFAULT_START, accel: float = 1.0,
-             on_host: Callable[[str, int, int], None] | None = None) -> FleetSim:
+             start: datetime = DEFAULT_START, accel: float = 1.0, ticket_layouts: str = "default",
+             stale_inventory: float = 0.0, on_host: Callable[[str, int, int], None] | None = None) -> FleetSim:
     """Simulate a fleet and write it in the input layout with its ground truth.
 
     Parameters
@@ -40,6 +40,12 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         Output folder; the layout's files and folders in it are replaced.
     interval : float
         Seconds between nvidia-smi samples.
+    ticket_layouts : {'default', 'field'}
+        How the service points write their exports (:mod:`pipeline.simulate.field_layouts`).
+    stale_inventory : float
+        Share of failure removals left out of ``inventory.csv`` (the failed GPU still listed
+        as installed; for half of them the replacement not listed at all), listed in
+        ``truth/stale_removals.csv``. The truth keeps every removal.
     on_host : callable, optional
         Called with (host name, hosts done, hosts in all) after each host is written.
 
@@ -57,8 +63,18 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
+    if ticket_layouts not in field_layouts.LAYOUTS:
+        raise ValueError(f"ticket_layouts must be one of {field_layouts.LAYOUTS}, got {ticket_layouts!r}")
+    if not 0 <= stale_inventory <= 1:
+        raise ValueError(f"stale_inventory must be a share between 0 and 1, got {stale_inventory}")
     sim = simulate_fleet(gpus, days, seed, start=start, accel=accel)
-    truth.write_csv(out / "inventory.csv", truth.INVENTORY_COLUMNS, sim.gpus)
+    listed, stale = field_layouts.stale_inventory(sim.gpus, sim.failure_rows, stale_inventory, seed)
+    columns = truth.INVENTORY_COLUMNS
+    if ticket_layouts == "field":  # the hosts' addresses, for tickets that name a host by its IP
+        host_index = {h.name: h.index for h in sim.hosts}
+        listed = [{**g, "ip": field_layouts.host_ip(host_index[g["host"]])} for g in listed]
+        columns = [*columns, "ip"]
+    truth.write_csv(out / "inventory.csv", columns, listed)
     styles = {h.name: host_style(h) for h in sim.hosts}
     effects: dict[int, list] = {}
     for e in sim.effects:
@@ -80,10 +96,12 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         if on_host:
             on_host(h.name, done, len(sim.hosts))
     new_serials = {f["serial"]: f["new_serial"] for f in sim.failure_rows}
-    ticket_rows = write_tickets(sim, out / "tickets", new_serials)
-    params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval)}
+    ticket_rows = write_tickets(sim, out / "tickets", new_serials, ticket_layouts)
+    params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval),
+              "ticket_layouts": ticket_layouts, "stale_inventory": float(stale_inventory)}
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
+    truth.write_csv(out / "truth" / "stale_removals.csv", ["serial"], [{"serial": x} for x in stale])
     log.info("simulated %d hosts, %d failures, %d tickets into %s", len(sim.hosts), len(sim.failure_rows),
              len(ticket_rows), out)
     return sim

@@ -15,6 +15,10 @@ entry is kept for survival curves) and leaves at the first of
 
 A failure ticket opened up to ``stats.removal_grace_days`` after the inventory's removal
 still counts: paperwork often trails the swap.
+
+Where telemetry saw what the registry missed (``inventory_observed``, DuckDB), the
+inventory read here is the reconciled one (:mod:`pipeline.link.observed`): a GPU seen
+swapped out leaves at its last report, a GPU seen but not listed has its own exposure.
 """
 
 from __future__ import annotations
@@ -98,8 +102,10 @@ SELECT min(lo), max(hi) FROM (
     return Window(start, end, source)
 
 
-def lifetimes_sql(engine: Engine, window: Window, failures: str, grace_days: float) -> str:
-    """The SELECT giving one row per inventory GPU with exposure in ``window``."""
+def lifetimes_sql(engine: Engine, window: Window, failures: str, grace_days: float,
+                  inventory: str = "inventory") -> str:
+    """The SELECT giving one row per inventory GPU with exposure in ``window``; ``inventory``
+    is the relation read as the inventory (the reconciled one where telemetry saw more)."""
     d = engine.dialect
     w0, w1 = d.timestamp(window.start), d.timestamp(window.end)
     grace = f"INTERVAL {int(round(grace_days * 24))} HOUR"
@@ -110,7 +116,7 @@ WITH inv AS (
            greatest(coalesce(i.installed_at, {w0}), {w0}) AS entry_at,
            row_number() OVER (PARTITION BY i.serial ORDER BY i.installed_at, i.host, i.slot) AS nth,
            count(*) OVER (PARTITION BY i.serial) AS installs
-    FROM inventory AS i
+    FROM {inventory} AS i
 ),
 first_failure AS (
     SELECT inv.serial, inv.nth, min(f.failed_at) AS failed_at
@@ -140,7 +146,10 @@ WHERE exit_at > entry_at
 
 def build_lifetimes(engine: Engine, cfg: Stats, failures: str, window: Window | None = None) -> Window:
     """Create the temporary lifetimes table from ``inventory`` and ``failures``; return the window."""
+    from pipeline.link.observed import exposure_inventory
+
     window = window or data_window(engine, cfg)
-    engine.create_table(LIFETIMES, lifetimes_sql(engine, window, failures, cfg.removal_grace_days),
+    inventory = exposure_inventory(engine)
+    engine.create_table(LIFETIMES, lifetimes_sql(engine, window, failures, cfg.removal_grace_days, inventory),
                         step="stats: lifetimes (exposure in the window)")
     return window
