@@ -206,3 +206,15 @@ def test_stale_rows_are_the_open_ones_silent_for_longer_than_the_limit():
     assert [(r[0], r[6]) for r in stale] == [("1650523300102", "1650523300777")]
     assert round(stale[0][7]) == 50
     assert con.execute(STALE_SQL, [60]).fetchall() == []
+
+
+def test_a_typo_serial_of_a_gpu_never_in_the_tickets_slot_gives_way_to_the_slot():
+    at = T0 + timedelta(days=40)
+    # 1650523300212 is one typo from 202 (slot 1); the ticket says slot 0, where 201 sits.
+    got = _linked([{"service_point": "p", "ticket_id": "x", "serial_text": "1650523300212", "host": "gpu-018",
+                    "slot": 0, "opened_at": at}])
+    assert got == [("1650523300201", "host_slot")]
+    # Without a slot the typo is all there is.
+    got = _linked([{"service_point": "p", "ticket_id": "x", "serial_text": "1650523300212", "host": "gpu-018",
+                    "opened_at": at}])
+    assert got == [("1650523300202", "serial_fuzzy")]

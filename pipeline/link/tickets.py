@@ -220,6 +220,10 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
             return s, "serial_exact" if s == written else "serial_fuzzy"
     if len(cands) == 1:
         (s,) = cands
+        if s != written and in_slot and by_slot and s not in in_slot:
+            # A serial one typo from a GPU that was never in the ticket's slot: the slot,
+            # written exactly, outweighs a serial that was not.
+            return by_slot, "host_slot"
         return s, "serial_exact" if s == written else "serial_fuzzy"
     if by_slot and (not cands or by_slot in cands):
         return by_slot, "host_slot"

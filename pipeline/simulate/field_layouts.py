@@ -138,7 +138,9 @@ def write_zh_ops(folder: Path, recs: list[dict], sim, rng) -> None:
     quirks = {r["ticket_id"]: _serial_quirk(rng, r["serial_text"], ("apostrophe", "apostrophe", "plain"))
               for r in recs}
     # The platform closes a ticket only after the repair is verified, days after the work.
-    done = {r["ticket_id"]: r["closed_at"] + timedelta(days=float(rng.uniform(0.5, 6))) for r in recs}
+    # (The last dump, at the end of the history, shows every repair done by then as done.)
+    done = {r["ticket_id"]: min(r["closed_at"] + timedelta(days=float(rng.uniform(0.5, 6))), max(r["closed_at"], sim.end))
+            for r in recs}
     for t, rows in _dumps([{**r, "closed_at": done[r["ticket_id"]]} for r in recs], sim.start, sim.end, 3, 21):
         out = []
         for r, is_open in rows:
