@@ -24,6 +24,7 @@ from typing import Any
 
 from pipeline.collect.fields import FIELDS, GPU_LOST, NOT_AVAILABLE, NOT_SUPPORTED, UNKNOWN_ERROR, Field, header_line
 from pipeline.errors import DependencyMissing, FleetfaultError
+from pipeline.ingest.hosts import host_key
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ class Collector:
                  clock: Callable[[], datetime] | None = None, sleep: Callable[[float], None] | None = None,
                  fields: tuple[Field, ...] = FIELDS):
         self.nv = nvml
-        self.host = host or socket.gethostname().split(".")[0]
+        # The folder is the host's matching key: a host named by its address keeps it whole.
+        self.host = host or host_key(socket.gethostname())
         self.interval = float(interval)
         self.clock = clock or (lambda: datetime.now().astimezone())
         self.sleep = sleep or time.sleep
