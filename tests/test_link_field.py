@@ -218,3 +218,29 @@ def test_a_typo_serial_of_a_gpu_never_in_the_tickets_slot_gives_way_to_the_slot(
     got = _linked([{"service_point": "p", "ticket_id": "x", "serial_text": "1650523300212", "host": "gpu-018",
                     "opened_at": at}])
     assert got == [("1650523300202", "serial_fuzzy")]
+
+
+def _raw(rows):
+    cols = {"service_point": pl.Utf8, "ticket_id": pl.Utf8, "opened_at": pl.Datetime("us"),
+            "closed_at": pl.Datetime("us"), "updated_at": pl.Datetime("us"), "status": pl.Utf8,
+            "action_text": pl.Utf8, "source_file": pl.Utf8, "file_id": pl.Int64, "line_no": pl.Int64}
+    return pl.DataFrame([dict(zip(cols, r)) for r in rows], schema=cols)
+
+
+def test_evolving_ticket_latest_by_updated_else_the_newest_dump():
+    from pipeline.normalize.stage import latest
+
+    o = T0
+    # With an updated field, the latest update wins even from a dump named earlier.
+    got = latest(_raw([
+        ("p", "T1", o, None, o + timedelta(days=1), "处理中", None, "tickets/p/b.csv", 2, 1),
+        ("p", "T1", o, o + timedelta(days=2), o + timedelta(days=3), "已完成", "更换GPU", "tickets/p/a.csv", 1, 1),
+    ]))
+    assert got.select("status", "action_text").row(0) == ("已完成", "更换GPU")
+    # Without one, the newer dump (the one holding the newer dates) wins.
+    got = latest(_raw([
+        ("p", "T2", o, None, None, "Open", None, "tickets/p/x.csv", 3, 1),
+        ("p", "T9", o + timedelta(days=9), None, None, "Open", None, "tickets/p/x2.csv", 4, 1),
+        ("p", "T2", o, o + timedelta(days=1), None, "Closed", "RMA", "tickets/p/x2.csv", 4, 2),
+    ]))
+    assert got.filter(pl.col("ticket_id") == "T2").select("status", "action_text").row(0) == ("Closed", "RMA")

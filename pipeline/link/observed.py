@@ -141,6 +141,7 @@ SELECT i.serial, i.host, i.slot, i.model, i.batch, o.last_seen, o.replaced_by,
        CAST(date_diff('hour', o.last_seen, d.t) / 24.0 AS DOUBLE) AS days_since_seen
 FROM inventory i JOIN o USING (serial) CROSS JOIN data_end d
 WHERE i.removed_at IS NULL AND o.last_seen < d.t - to_days(CAST(? AS INTEGER))
+QUALIFY row_number() OVER (PARTITION BY i.serial ORDER BY i.installed_at DESC NULLS LAST) = 1
 ORDER BY days_since_seen DESC, i.serial
 """
 
