@@ -153,11 +153,13 @@ class SlotHistory:
     def __init__(self, inventory: pl.DataFrame):
         self._by_slot: dict[tuple[str, int], list[tuple[datetime | None, datetime | None, str]]] = defaultdict(list)
         self._starts: dict[str, list[datetime | None]] = defaultdict(list)
+        self._slots_of: dict[str, set[int]] = defaultdict(set)
         for serial, host, slot, start, end in inventory.select(
             "serial", "host", "slot", "installed_at", "removed_at"
         ).iter_rows():
             if host and slot is not None:
                 self._by_slot[(host_key(host), int(slot))].append((start, end, serial))
+                self._slots_of[host_key(host)].add(int(slot))
             self._starts[serial].append(start)
 
     def around(self, host: str | None, slot: int | None, when: datetime | None, window: timedelta) -> set[str]:
@@ -175,8 +177,8 @@ class SlotHistory:
         """The slots of ``host`` whose GPU was taken out within ``window`` of ``when``."""
         if not host or when is None:
             return set()
-        return {slot for (h, slot), rows in self._by_slot.items() if h == host
-                for _, end, _ in rows if end is not None and abs(end - when) <= window}
+        return {slot for slot in self._slots_of.get(host, ()) for _, end, _ in self._by_slot[(host, slot)]
+                if end is not None and abs(end - when) <= window}
 
     def installed_after(self, serial: str, when: datetime | None) -> bool:
         """True when every listed install of ``serial`` is after ``when``: a ticket opened
