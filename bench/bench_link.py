@@ -49,7 +49,10 @@ def write_config(data: Path, column_map: bool) -> Path:
     start = datetime.fromisoformat(params["start"])
     end = datetime.fromisoformat(params["end"])
     text = (data / "truth" / "fleetfault.toml").read_text()
-    text += f'\n[stats]\nwindow_start = "{start:%Y-%m-%d}"\nwindow_end = "{end - timedelta(days=1):%Y-%m-%d}"\n'
+    # Batches are compared with the truth per (vendor, batch): the RMA stock of one model
+    # comes from each of its vendors under one batch name.
+    text += (f'\n[stats]\nwindow_start = "{start:%Y-%m-%d}"\nwindow_end = "{end - timedelta(days=1):%Y-%m-%d}"\n'
+             'afr_by = ["model", "vendor", "batch", "vendor,batch"]\n')
     if column_map:
         for point, cols in COLUMN_MAP.items():
             text += f"\n[tickets.points.{point}.columns]\n" + "".join(f'{k} = "{v}"\n' for k, v in cols.items())
@@ -78,8 +81,8 @@ def measure(wh: Path, truth: Path) -> dict:
     right = sum(r[2] for r in link)
     wrong = sum(r[3] for r in link)
     batches = con.execute("""
-        SELECT tg.batch, tg.true_afr_pct, a.afr_ci_low_pct, a.afr_ci_high_pct, a.failures, tg.failures
-        FROM tg JOIN stats_afr a ON a.grouping = 'batch' AND a.group_value = tg.batch
+        SELECT tg.vendor || ' / ' || tg.batch, tg.true_afr_pct, a.afr_ci_low_pct, a.afr_ci_high_pct, a.failures, tg.failures
+        FROM tg JOIN stats_afr a ON a.grouping = 'vendor,batch' AND a.group_value = tg.vendor || ' / ' || tg.batch
         WHERE tg.gpu_days > 0 ORDER BY 1""").fetchall()
     covered = [b for b in batches if b[2] <= b[1] <= b[3]]
     flagged = con.execute("SELECT any_value(flagged) FROM stats_compare WHERE dimension = 'batch' AND group_value = ?",
@@ -119,13 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stale-inventory", type=float, default=0.0)
     ap.add_argument("--column-map", action="store_true", help="name the field points' columns in the config")
     ap.add_argument("--skip-sim", action="store_true", help="reuse WORK/data")
+    ap.add_argument("--stats-only", action="store_true", help="reuse WORK/data and the warehouse; rerun stats only")
     args = ap.parse_args(argv)
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     data, wh, log = work / "data", work / "wh.duckdb", work / "bench.log"
     py = [sys.executable, "-m", "pipeline"]
     times = {}
-    if not args.skip_sim:
+    if not (args.skip_sim or args.stats_only):
         rc, times["simulate_s"] = sh(py + ["simulate", "--gpus", str(args.gpus), "--days", str(args.days), "--seed",
                                            str(args.seed), "--accel", str(args.accel), "--interval", str(args.interval),
                                            "--ticket-layouts", args.ticket_layouts, "--stale-inventory",
@@ -133,10 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         if rc:
             print(f"simulate failed ({rc}); see {log}", file=sys.stderr)
             return 2
-    wh.unlink(missing_ok=True)
+    if not args.stats_only:
+        wh.unlink(missing_ok=True)
     cfg = write_config(data, args.column_map)
     cmd = py + ["run", "--data", str(data), "--warehouse", str(wh), "--out", str(work / "out"), "--config", str(cfg)]
-    for s in STAGES:
+    for s in ("stats",) if args.stats_only else STAGES:
         cmd += ["--stage", s]
     rc, times["run_s"] = sh(cmd, log)
     if rc not in (0, 1):

@@ -112,7 +112,9 @@ def test_a_one_based_point_links_by_host_and_slot_after_its_serial_tickets_show_
         {"service_point": "p1", "ticket_id": "d", "host": "gpu-018.rack3.dc.example.net", "slot": 1, "opened_at": at},
         {"service_point": "p0", "ticket_id": "e", "host": "gpu-018.rack3.dc.example.net", "slot": 1, "opened_at": at},
     ]
-    got = _linked(rows)
+    unsure: set[str] = set()
+    got = _linked(rows, unsure=unsure)
+    assert unsure == {"p0"}  # p0 has no ticket showing its base
     assert got[3] == ("1650523300201", "host_slot")  # slot 1 of a 1-based point is inventory slot 0
     assert got[4] == ("1650523300202", "host_slot")  # another point, 0-based by default
     assert _linked(rows, slot_base={"p1": 0})[3] == ("1650523300202", "host_slot")  # config overrides

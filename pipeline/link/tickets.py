@@ -234,11 +234,11 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
 
 def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialIndex, hosts: HostNames,
                configured: dict[str, int] | None = None, slots: SlotHistory | None = None,
-               window: timedelta = timedelta(days=7)) -> dict[str, int]:
+               window: timedelta = timedelta(days=7), unsure: set[str] | None = None) -> dict[str, int]:
     """Each service point's slot base: configured, else detected (:func:`detect_base`)
     from its tickets whose serial names exactly one GPU listed in the ticket's host, and
     its GPU replacements near which exactly one slot of the host had its GPU taken out;
-    else 0."""
+    else 0, and the point is added to ``unsure``."""
     configured = configured or {}
     place: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for serial, host, slot in inventory.select("serial", "host", "slot").iter_rows():
@@ -272,9 +272,9 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
         if base is None:
             base = detect_base(pairs.get(point, []), written.get(point, []), top)
             if base is None:
-                log.warning("link: no ticket of service point %s shows whether it counts GPUs from 0 or 1; "
-                            "taken as 0 (set link.slot_base.%s = 1 if its people count from 1)", point, point)
                 base = 0
+                if unsure is not None:
+                    unsure.add(point)
             log.info("link: service point %s counts slots from %d (%d serial-linked tickets compared)",
                      point, base, len(pairs.get(point, [])))
         out[point] = base
@@ -283,12 +283,13 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
 
 def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int = 1,
                replace_window_days: float = 7.0, swap_ambiguity_days: float = 3.0,
-               slot_base: dict[str, int] | None = None) -> pl.DataFrame:
+               slot_base: dict[str, int] | None = None, unsure: set[str] | None = None) -> pl.DataFrame:
     """``tickets`` with ``serial`` and ``link_method`` filled in (see the module doc).
 
     ``inventory`` may be the reconciled inventory (:mod:`pipeline.link.observed`): rows whose
     ``source`` is not ``inventory`` come from telemetry, and a slot link through one of
-    them is ``host_slot_observed``.
+    them is ``host_slot_observed``. Points whose slot base was taken as 0 for want of
+    evidence are added to ``unsure``.
     """
     for c in ("service_point", "removed_serial", "installed_serial", "part_text", "symptom_text", "action_text"):
         if c not in tickets.columns:  # optional: a bare frame of serials and slots links too
@@ -301,7 +302,7 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     if "source" in inventory.columns:
         seen_only = set(inventory.filter(pl.col("source") != "inventory")["serial"].to_list())
     window = timedelta(days=replace_window_days)
-    bases = slot_bases(tickets, inventory, index, hosts, slot_base, slots, window)
+    bases = slot_bases(tickets, inventory, index, hosts, slot_base, slots, window, unsure)
     ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
     cols = ["service_point", "serial_text", "removed_serial", "installed_serial", "host", "slot", "opened_at",
@@ -336,11 +337,13 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     return tickets.with_columns(pl.Series("serial", serials, pl.Utf8), pl.Series("link_method", methods, pl.Utf8))
 
 
-def relink(wh, cfg) -> tuple[int, int, int]:
-    """Link every ticket in the warehouse; returns (tickets, linked, unlinked that name a GPU)."""
+def relink(wh, cfg, unsure: set[str] | None = None) -> tuple[int, int, int]:
+    """Link every ticket in the warehouse; returns (tickets, linked, unlinked that name a GPU).
+    Points linked by slot whose slot base their tickets did not show are added to ``unsure``."""
     tickets = wh.pl('SELECT * FROM tickets ORDER BY service_point, ticket_id', step="read tickets")
     if tickets.height == 0:
         return 0, 0, 0
+    guessed: set[str] = set()
     if observed.observed_exists(wh):
         inventory = wh.pl(f"SELECT r.*, i.ip FROM ({observed.reconciled_inventory_sql()}) r "
                           "LEFT JOIN (SELECT host, any_value(ip) AS ip FROM inventory GROUP BY host) i USING (host)",
@@ -350,7 +353,11 @@ def relink(wh, cfg) -> tuple[int, int, int]:
                           step="read inventory")
     linked = link_frame(tickets, inventory, max_edits=cfg.link.serial_max_edits,
                         replace_window_days=cfg.link.replace_window_days,
-                        swap_ambiguity_days=cfg.link.swap_ambiguity_days, slot_base=cfg.link.slot_base)
+                        swap_ambiguity_days=cfg.link.swap_ambiguity_days, slot_base=cfg.link.slot_base,
+                        unsure=guessed)
+    if unsure is not None:
+        by_slot = set(linked.filter(pl.col("link_method").str.starts_with("host_slot"))["service_point"].to_list())
+        unsure |= guessed & by_slot
     with wh.transaction():
         wh.replace("tickets", linked)
     unlinked = linked.filter(pl.col("link_method").is_null())
@@ -362,7 +369,11 @@ def run(ctx) -> None:
     """Stage ``link``: reconcile the inventory with the telemetry, then fill in each
     ticket's inventory serial and how it was found."""
     observed.run(ctx)
-    n, linked, flagged = relink(ctx.wh, ctx.cfg)
+    unsure: set[str] = set()
+    n, linked, flagged = relink(ctx.wh, ctx.cfg, unsure)
+    if unsure:
+        ctx.note("link", f"slots of {', '.join(sorted(unsure))} read as counted from 0 (nvidia-smi's index): "
+                         "none of their tickets showed it; set link.slot_base.<point> = 1 where people count from 1")
     ctx.report("link").rows_out = linked
     if n - linked:
         text = f"{linked} of {n} tickets linked to an inventory GPU; {n - linked - flagged} name no GPU (no serial, no slot)"
