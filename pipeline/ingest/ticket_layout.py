@@ -47,6 +47,8 @@ PENALTY = 40.0
 FITS = 0.8
 TEXT_PENALTY = 15.0
 WORKFLOW_PENALTY = 30.0
+#: Points a host column of IP addresses scores below one of names (more than :data:`CLOSE`).
+IP_BELOW = 10.0
 #: Two candidates this close (in score) for one role are rivals.
 CLOSE = 6.0
 #: Rivals whose values agree on this share of rows are one field exported twice.
@@ -151,6 +153,10 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
         lay.chosen[role] = Candidate(role, hit, names[hit], 100.0, "config")
         used.add(hit)
     scores = _scores(names, canon, lay.profiles)
+    # An IP address names the host too, but a column of names beside it is the better key.
+    if any(c.score >= HEADER_MIN_SCORE and (lay.profiles[c.column].fit("ip") or 0) < 0.5 for c in scores["host"]):
+        scores["host"] = [c if (lay.profiles[c.column].fit("ip") or 0) < 0.5 else
+                          Candidate(c.role, c.column, c.header, c.score - IP_BELOW, c.by) for c in scores["host"]]
     for cands in scores.values():
         cands.sort(key=lambda c: (-c.score, c.column))
     lay.guesses = {r: [c for c in scores[r] if c.score > 0][:3] for r in ROLES}
@@ -241,12 +247,14 @@ def _long(prof: Profile) -> bool:
 
 def _same_name(lay: Layout, canon: list[str]) -> None:
     """Columns that repeat a text role's header (Jira's several ``Comment`` columns) join it."""
+    taken = set(lay.columns.values())
     for role, i in lay.columns.items():
         if ROLE_KIND[role] != "text":
             continue
-        twins = [j for j, h in enumerate(canon) if j != i and h == canon[i] and j not in lay.columns.values()]
+        twins = [j for j, h in enumerate(canon) if h == canon[i] and j not in taken]
         if twins:
             lay.more[role] = twins
+            taken.update(twins)
 
 
 def _check(lay: Layout, scores: dict[str, list[Candidate]], cols: list[list], used: set[int]) -> None:

@@ -343,8 +343,17 @@ def _record_list(doc: object, depth: int = 0) -> list:
             v = doc.get(k)
             if isinstance(v, list) or (isinstance(v, dict) and _record_list(v, depth + 1) is not None):
                 return _record_list(v, depth + 1)
+        # A portal's own name for the list (``rmaRequests``, ``workOrders``): its one list of objects.
+        lists = [v for v in doc.values() if isinstance(v, list) and v and all(isinstance(i, dict) for i in v)]
+        if len(lists) == 1 and depth == 0 and not any(isinstance(v, (str, int, float)) and k in _ID_KEYS
+                                                      for k, v in doc.items()):
+            return lists[0]
         return [doc] if depth == 0 else None
     return [doc] if depth == 0 else None
+
+
+#: Keys that make an object one ticket, not an envelope around a list of them.
+_ID_KEYS = ("id", "key", "number", "ticket_id", "ticketId", "ticket", "rmaNumber", "caseNumber", "工单号", "工单编号")
 
 
 #: Keys whose text is the content of a comment object (``{"author": ..., "body": ...}``).
@@ -361,6 +370,8 @@ def flatten(rec: dict, prefix: str = "") -> dict:
             out[key] = v["display_value"]
         elif isinstance(v, dict):
             out.update(flatten(v, key + "."))
+        elif isinstance(v, list) and not v:
+            continue  # an empty list says nothing (no parts swapped), and makes no column of its own
         elif isinstance(v, list) and _is_item_list(v):
             # A list of objects that are not comments (parts swapped, attachments): one
             # column per key, ``parts[].oldSn``, each cell a list with one value per item.

@@ -84,6 +84,7 @@ def profile(cells: list, known: Known | None = None) -> Profile:
     few = len(set(texts)) <= max(3, n // 4) and max(len(t) for t in texts) <= 40
     fits["status"] = max(workflow, 0.8 if few and fits["text"] > 0.5 else 0.0)
     fits["workflow"] = workflow
+    fits["ip"] = sum(bool(_IPV4.match(t)) for t in texts) / n
     prof.fits = fits
     if known is not None and known.hosts:
         prof.known_host = sum(host_key(t) in known.hosts for t in texts) / n
