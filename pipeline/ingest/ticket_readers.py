@@ -450,6 +450,8 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
     parser = _TableParser()
     parser.feed(text)
     parser.close()
+    if not parser.tables:
+        return FileRead(rejects=[Rejected(None, "no_table", text[:400], "an HTML page without a table")], encoding=enc)
     sheets = []
     for n, table in enumerate(parser.tables, start=1):
         sheet = Sheet(path.name if len(parser.tables) == 1 else f"{path.name}#{n}")
@@ -485,6 +487,9 @@ def read_export(path: Path, encoding: str = "") -> FileRead:
     if head.startswith(_OLE2):
         return read_xls(path)
     if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
+        if suffix in (".json", ".jsonl", ".ndjson"):  # an API's login or error page saved as the dump
+            return FileRead(rejects=[Rejected(None, "bad_json", head[:400].decode("latin-1"),
+                                              "an HTML page (a login or error page?), not JSON")])
         return read_html(path, encoding)
     if suffix in (".json", ".jsonl", ".ndjson"):
         return read_json(path, encoding)
