@@ -48,7 +48,10 @@ def test_slot_reading_never_raises_and_stays_small(text):
 def test_slot_base_from_serial_linked_tickets_else_from_the_values():
     assert detect_base([(4, 3), (1, 0), (8, 7), (2, 1)], [4, 1, 8, 2], 7) == 1
     assert detect_base([(4, 4), (1, 1), (7, 7)], [4, 1, 7], 7) == 0
+    assert detect_base([(4, 3), (2, 1)], [4, 2], 7) == 1  # two tickets, nothing against them
+    assert detect_base([(4, 3)], [4], 7) is None  # one may be a mistyped slot or serial
     assert detect_base([(4, 3), (4, 4)], [4], 7) is None  # too few to tell
+    assert detect_base([(4, 3), (2, 1), (6, 5), (3, 3)], [4, 2, 6, 3], 7) == 1  # a mistyped slot now and then
     assert detect_base([], [0, 3], 7) == 0  # a written 0
     assert detect_base([], [8, 3], 7) == 1  # one past the inventory's last slot
 

@@ -119,16 +119,17 @@ def detect_base(pairs: Iterable[tuple[int, int]], written: Iterable[int], invent
 
     ``pairs`` are (slot written, inventory slot of the ticket's serial-linked GPU);
     ``written`` every slot the point wrote; ``inventory_max`` the largest inventory slot.
-    The base under which most pairs agree wins when at least three pairs show it and it
-    explains clearly more of them than the other; else a written 0 means 0-based and a
-    written slot above ``inventory_max`` means 1-based.
+    The base under which the pairs agree wins when two or more show it and none the other
+    (one alone may be a typo), or when at least three show it and it explains clearly more of them than the other (a slot mistyped now
+    and then); else a written 0 means 0-based and a written slot above ``inventory_max``
+    means 1-based.
     """
     votes = Counter()
     for w, inv in pairs:
         if w - inv in (0, 1):
             votes[w - inv] += 1
     zero, one = votes[0], votes[1]
-    if max(zero, one) >= 3 and max(zero, one) >= 2 * min(zero, one) + 1:
+    if (min(zero, one) == 0 and max(zero, one) >= 2) or (max(zero, one) >= 3 and max(zero, one) >= 2 * min(zero, one) + 1):
         return 0 if zero > one else 1
     seen = set(written)
     if 0 in seen:

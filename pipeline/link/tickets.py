@@ -207,9 +207,11 @@ class SlotHistory:
         return live[0] if len(live) == 1 else None
 
 
-def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: str | None) -> tuple[str | None, str | None]:
+def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: str | None,
+            slot_sure: bool = True) -> tuple[str | None, str | None]:
     """The GPU a ticket is about, and how it was found, from its serial's candidates, the GPUs
-    that sat in its slot around its time, and the slot's GPU at its time."""
+    that sat in its slot around its time, and the slot's GPU at its time (``slot_sure``:
+    the point's slot base is known, not assumed)."""
     if written and in_slot:
         if len(cands) == 1 and cands <= in_slot:
             (s,) = cands
@@ -222,7 +224,7 @@ def _choose(written: str | None, cands: set[str], in_slot: set[str], by_slot: st
             return s, "serial_exact" if s == written else "serial_fuzzy"
     if len(cands) == 1:
         (s,) = cands
-        if s != written and in_slot and by_slot and s not in in_slot:
+        if slot_sure and s != written and in_slot and by_slot and s not in in_slot:
             # A serial one typo from a GPU that was never in the ticket's slot: the slot,
             # written exactly, outweighs a serial that was not.
             return by_slot, "host_slot"
@@ -302,7 +304,10 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     if "source" in inventory.columns:
         seen_only = set(inventory.filter(pl.col("source") != "inventory")["serial"].to_list())
     window = timedelta(days=replace_window_days)
-    bases = slot_bases(tickets, inventory, index, hosts, slot_base, slots, window, unsure)
+    guessed: set[str] = set()
+    bases = slot_bases(tickets, inventory, index, hosts, slot_base, slots, window, guessed)
+    if unsure is not None:
+        unsure |= guessed
     ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
     cols = ["service_point", "serial_text", "removed_serial", "installed_serial", "host", "slot", "opened_at",
@@ -327,7 +332,8 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
         hk = hosts.key(host)
         replaced = action == "REPLACE" and part in (None, "GPU")
         by_slot = slots.at(hk, slot, when, replaced, window, ambiguity)
-        serial, method = _choose(written, cands, slots.around(hk, slot, when, window), by_slot)
+        serial, method = _choose(written, cands, slots.around(hk, slot, when, window), by_slot,
+                                 slot_sure=point not in guessed)
         if method == "serial_exact" and in_text:
             method = "serial_in_text"
         elif method == "host_slot" and serial in seen_only:
