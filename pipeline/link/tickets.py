@@ -1,7 +1,8 @@
 """Stage ``link``: each ticket to the inventory GPU it is about.
 
-Reads: ``tickets`` (serial as written, host, slot, opened_at, codes), ``inventory``.
-Writes: ``tickets.serial`` and ``tickets.link_method``. Failure rates count only linked
+Reads: ``tickets`` (serial as written, host, slot, opened_at, codes), ``inventory``,
+``smi_hourly`` (through :mod:`pipeline.link.observed`). Writes: ``tickets.serial`` and
+``tickets.link_method``; ``inventory_observed`` and ``inventory_stale``. Failure rates count only linked
 tickets, so a wrong link is worse than none. A ticket is linked
 
 1. by its serial compared with the GPUs in its host and slot at its time or taken out
