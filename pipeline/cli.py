@@ -163,6 +163,8 @@ EXPORTS: dict[str, tuple[str, list[str] | None]] = {
     "gpu_days": ("gpu_days", None),
     "failures": ("failures", ["serial", "failed_at", "ticket_id", "part_code", "symptom_code"]),
     "inventory": ("inventory", None),
+    "inventory_observed": ("inventory_observed", None),
+    "inventory_stale": ("inventory_stale", None),
     "quarantine": ("quarantine", None),
     "files": ("files", None),
     "runs": ("runs", None),
