@@ -65,3 +65,18 @@ def test_field_tickets_link_to_the_right_gpu_end_to_end(fleet):
                                AND closed_at IS NOT NULL""").fetchone()[0]
     assert open_left == 0
     assert con.execute("SELECT count(*) FROM inventory_observed").fetchone()[0] > 0
+
+
+def test_stale_inventory_rows_are_listed_and_exported(fleet, tmp_path):
+    from pipeline.cli import main
+
+    out, _ = fleet
+    wh = out / "wh.duckdb"
+    if not wh.exists():
+        pytest.skip("needs the end-to-end test's warehouse")
+    data = out / "data"
+    stale = {r["serial"] for r in csv.DictReader((data / "truth" / "stale_removals.csv").open())}
+    assert main(["export", "inventory_stale", "--warehouse", str(wh), "-o", str(tmp_path / "s.csv")]) == 0
+    listed = {r["serial"] for r in csv.DictReader((tmp_path / "s.csv").open(encoding="utf-8"))}
+    # Every row listed is a removal the registry missed (those silent long enough to tell).
+    assert listed and listed <= stale
