@@ -43,6 +43,8 @@ DECISIVE = ("ticket_id", "opened_at", "host", "slot", "serial", "part_text", "ti
 #: below :data:`~pipeline.ingest.ticket_columns.HEADER_MIN_SCORE`; a text role loses less
 #: for values that are not words, and more for a column of workflow words.
 PENALTY = 40.0
+#: Values it takes for the penalties to apply in full (fewer: in proportion).
+TRUSTED_VALUES = 3
 #: A typed column whose values fit this share or more loses nothing.
 FITS = 0.8
 TEXT_PENALTY = 15.0
@@ -81,6 +83,8 @@ class Layout:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     profiles: list[Profile] = field(default_factory=list)
+    #: Roles that a column left unused names by its header, though its values did not fit.
+    named: set[str] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -152,7 +156,8 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
         lay.columns[role] = hit
         lay.chosen[role] = Candidate(role, hit, names[hit], 100.0, "config")
         used.add(hit)
-    scores = _scores(names, canon, lay.profiles)
+    named: set[tuple[str, int]] = set()
+    scores = _scores(names, canon, lay.profiles, named)
     # An IP address names the host too, but a column of names beside it is the better key.
     if any(c.score >= HEADER_MIN_SCORE and (lay.profiles[c.column].fit("ip") or 0) < 0.5 for c in scores["host"]):
         scores["host"] = [c if (lay.profiles[c.column].fit("ip") or 0) < 0.5 else
@@ -171,6 +176,7 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
             lay.columns[c.role] = c.column
             lay.chosen[c.role] = c
     _same_name(lay, canon)
+    lay.named = {role for role, i in named if i not in used}
     _check(lay, scores, cols, used)
     return lay
 
@@ -184,8 +190,10 @@ def _leafless(name: str) -> str:
 _STEP = re.compile(r"(?<=\w)(?:\[\])?\.(?=[^\W\d])")
 
 
-def _scores(names: list[str], canon: list[str], profiles: list[Profile]) -> dict[str, list[Candidate]]:
-    """Every role's candidates: each column's score for it."""
+def _scores(names: list[str], canon: list[str], profiles: list[Profile],
+            named: set[tuple[str, int]]) -> dict[str, list[Candidate]]:
+    """Every role's candidates: each column's score for it (``named``: the (role, column)
+    pairs whose header words name the role, whatever the values say)."""
     out: dict[str, list[Candidate]] = {r: [] for r in (*ROLES, "_ignore")}
     for i, name in enumerate(names):
         if not canon[i]:
@@ -206,6 +214,8 @@ def _scores(names: list[str], canon: list[str], profiles: list[Profile]) -> dict
             header["_ignore"] = 0.0
         for role, h in header.items():
             out[role].append(Candidate(role, i, name, _weigh(role, h, prof), "header"))
+            if h >= HEADER_MIN_SCORE and role != "_ignore" and header["_ignore"] < h:
+                named.add((role, i))
             if role == "_ignore":
                 continue
             if role in ("host", "serial") and not swap:
@@ -233,12 +243,14 @@ def _weigh(role: str, h: float, prof: Profile) -> float:
     fit = prof.fit(kind)
     if fit is None:
         return round(h, 1)
+    # One or two values say little: an export of one ticket is not judged by its one cell.
+    trust = min(1.0, prof.n / TRUSTED_VALUES)
     if kind == "text":
         # Words a header promises may be short or odd (a part written "0"); workflow words
         # (Jira's Resolution: Done, Fixed) are never what was seen or done.
-        return round(h - TEXT_PENALTY * (1 - fit) - WORKFLOW_PENALTY * (prof.fit("workflow") or 0.0), 1)
+        return round(h - trust * (TEXT_PENALTY * (1 - fit) + WORKFLOW_PENALTY * (prof.fit("workflow") or 0.0)), 1)
     # A few cells that do not fit (a date written "yesterday") are the rows' problem, not the column's.
-    return round(h - PENALTY * max(0.0, (FITS - fit) / FITS), 1)
+    return round(h - trust * PENALTY * max(0.0, (FITS - fit) / FITS), 1)
 
 
 def _long(prof: Profile) -> bool:
