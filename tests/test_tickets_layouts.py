@@ -82,6 +82,27 @@ def test_a_host_column_without_a_host_word_needs_the_inventory():
     assert got["host"].is_not_null().all()
 
 
+def test_inventory_serials_in_the_old_and_new_sn_columns_do_not_move_the_serial():
+    """The vendor's Old SN / New SN are the inventory's serials too: still removed and installed."""
+    folder = CORPUS / "gbk_vendor_csv"
+    want = {t["ticket_id"]: t for t in json.loads((folder / "expected.json").read_text(encoding="utf-8"))["tickets"]}
+    serials = {s for t in want.values() for s in (t["serial"], t["removed_serial"], t["installed_serial"]) if s}
+    got, rejects = read_layout(folder, Known.of([], serials))
+    assert rejects == []
+    for r in got.to_dicts():
+        t = want[r["ticket_id"]]
+        assert (r["serial"], r["removed_serial"], r["installed_serial"]) == (
+            t["serial"], t["removed_serial"], t["installed_serial"])
+
+
+def test_a_serial_column_without_a_serial_word_is_found_by_the_inventory():
+    rows = [["T-1", "1652221034411", "GPU lost"], ["T-2", "1652221034502", "hot"], ["T-3", "1652221034733", "ok"]]
+    headers = ["Ticket #", "Asset Tag", "Symptom"]
+    assert "serial" not in recognise(headers, rows).columns
+    lay = recognise(headers, rows, known=Known.of([], ["1652221034411", "1652221034502", "1652221034733"]))
+    assert lay.columns["serial"] == 1 and lay.chosen["serial"].by == "inventory"
+
+
 def test_overlapping_dumps_keep_each_ticket_once_at_its_latest():
     got, _ = read_layout(CORPUS / "overlapping_dumps_csv", known_of(CORPUS / "overlapping_dumps_csv"))
     assert got["ticket_id"].is_unique().all()

@@ -56,8 +56,11 @@ CLOSE = 6.0
 #: Rivals whose values agree on this share of rows are one field exported twice.
 AGREE = 0.9
 #: A column found only by its values scores at most this (never enough to be used unasked),
-#: except host and serial values found in the inventory, which score 60 + 40 x the share found.
+#: except host and serial values found in the inventory, which score 60 + 39 x the share
+#: found: a column whose header names its role still wins a tie (``Old SN`` holds the
+#: inventory's serials too, but it is the removed serial).
 VALUE_GUESS = 60.0
+INVENTORY = 39.0
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,7 @@ def _scores(names: list[str], canon: list[str], profiles: list[Profile],
             if role in ("host", "serial") and not swap:
                 found = prof.known_host if role == "host" else prof.known_serial
                 if found:
-                    out[role].append(Candidate(role, i, name, round(60 + 40 * found, 1), "inventory"))
+                    out[role].append(Candidate(role, i, name, round(VALUE_GUESS + INVENTORY * found, 1), "inventory"))
             if h < HEADER_MIN_SCORE and prof.n:
                 fit = prof.fit(ROLE_KIND[role]) or 0.0
                 if fit >= 0.8 and (ROLE_KIND[role] != "text" or _long(prof)):
