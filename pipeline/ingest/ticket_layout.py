@@ -61,6 +61,8 @@ AGREE = 0.9
 #: inventory's serials too, but it is the removed serial).
 VALUE_GUESS = 60.0
 INVENTORY = 39.0
+#: A guess below this is not offered in a message.
+GUESS_SHOWN = 50.0
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,21 @@ class Layout:
     def describe(self) -> str:
         """One paragraph for the quarantine: the problems, the columns seen, the best guesses."""
         seen = [h for h in self.headers if h]
-        guesses = []
-        for role in ROLES:
-            best = self.chosen.get(role) or next(iter(self.guesses.get(role, [])), None)
-            if best is not None:
-                guesses.append(f"{role}={best.header!r} ({best.score:.0f})")
+        guesses = [f"{role}={c.header!r} ({c.score:.0f})" for role, c in self.best_guesses().items()]
         return f"{'; '.join(self.problems)}. Columns seen: {seen}. Best guesses: {', '.join(guesses) or 'none'}"
+
+    def best_guesses(self) -> dict[str, Candidate]:
+        """Each role's column: the chosen one, else the best guess among the columns left
+        (each column offered once, for the role it fits best, and only if it fits a little)."""
+        out = dict(self.chosen)
+        used = {c.column for c in out.values()}
+        left = sorted((c for r in ROLES if r not in out for c in self.guesses.get(r, [])
+                       if c.column not in used and c.score >= GUESS_SHOWN), key=lambda c: -c.score)
+        for c in left:
+            if c.role not in out and c.column not in used:
+                out[c.role] = c
+                used.add(c.column)
+        return {r: out[r] for r in ROLES if r in out}
 
     def config_block(self, point: str, *, dayfirst: bool | None = None) -> str:
         """A ``[tickets.points.<point>]`` block that reads this export as recognised, with the
@@ -118,22 +129,19 @@ class Layout:
         if dayfirst:
             lines.append("dayfirst = true")
         lines.append(f"[tickets.points.{_toml_key(point)}.columns]")
-        for role in ROLES:
-            cand = self.chosen.get(role)
-            rivals = [g for g in self.guesses.get(role, []) if cand is None or g.column != cand.column]
-            if cand is not None:
+        best = self.best_guesses()
+        for role, cand in best.items():
+            if role in self.chosen:
+                rivals = [g for g in self.guesses.get(role, []) if g.column != cand.column]
                 why = f"  # or {rivals[0].header!r} ({rivals[0].score:.0f})?" if self._unsure(role) and rivals else ""
                 lines.append(f"{role} = {_toml_str(cand.header)}{why}")
-            elif rivals and role in ("ticket_id", "symptom_text", "title") and self._missing(role):
-                lines.append(f"{role} = {_toml_str(rivals[0].header)}  # a guess from its values: check it")
+            elif role in ("ticket_id", "opened_at") or role == "symptom_text" and not any(
+                    f in self.columns for f in _TEXT_LIKE):
+                lines.append(f"{role} = {_toml_str(cand.header)}  # a guess from its values: check it")
         return "\n".join(lines)
 
     def _unsure(self, role: str) -> bool:
         return any(p.startswith(f"{role}:") for p in self.problems)
-
-    def _missing(self, role: str) -> bool:
-        text = role in ("symptom_text", "title")
-        return any(p.startswith("no text column" if text else f"no {role}") for p in self.problems)
 
 
 def recognise(headers: list[object], rows: list[list] = (), configured: dict[str, str] | None = None,
@@ -227,7 +235,8 @@ def _scores(names: list[str], canon: list[str], profiles: list[Profile],
                     out[role].append(Candidate(role, i, name, round(VALUE_GUESS + INVENTORY * found, 1), "inventory"))
             if h < HEADER_MIN_SCORE and prof.n:
                 fit = prof.fit(ROLE_KIND[role]) or 0.0
-                if fit >= 0.8 and (ROLE_KIND[role] != "text" or _long(prof)):
+                # Free text found by its values is offered as the symptom, the one text every ticket has.
+                if fit >= 0.8 and (ROLE_KIND[role] != "text" or role == "symptom_text" and _long(prof)):
                     out[role].append(Candidate(role, i, name, round(VALUE_GUESS * fit, 1), "values"))
     for role in out:  # keep each column's best candidate per role
         best: dict[int, Candidate] = {}
