@@ -124,3 +124,11 @@ def test_tickets_inspect_prints_roles_samples_and_a_block(cli, tmp_path, capsys)
     assert cli("tickets", "inspect", data / "tickets" / "odd" / "t.csv", data / "tickets" / "good" / "empty.csv") == 1
     out = capsys.readouterr().out
     assert "UNSURE" in out and "'Problem' (100) and 'Issue' (100)" in out and "NOT READ" in out and "empty_file" in out
+
+
+def test_tickets_inspect_skips_a_pivot_sheet_as_the_run_does(cli, capsys):
+    book = Path(__file__).parent / "data" / "ticket_layouts" / "cn_xlsx_title_totals" / "华东一区工单汇总-2025-04.xlsx"
+    assert cli("tickets", "inspect", book) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK ") and "SKIPPED" in out and "'统计'" in out and "'字典'" not in out  # hidden
+    assert 'slot = "故障卡位"' in out and "第3卡 | GPU8 | 5" in out
