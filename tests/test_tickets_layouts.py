@@ -152,6 +152,19 @@ def test_a_required_role_missing_names_the_best_guess():
     assert 'ticket_id = "No."' in block and 'symptom_text = "What happened"' in block
 
 
+def test_free_text_that_fills_no_role_keeps_the_symptom_out_of_the_action(tmp_path):
+    """No action column but a ``Notes`` column of free text: what was done may be there, so
+    the action is left empty (for review), not read from the symptom ("RMA requested")."""
+    text = ("Ticket #,Symptom,Notes\n"
+            "T-1,GPU fell off the bus; RMA requested,Reseated the card and ran dcgmi diag level 3: passed\n"
+            "T-2,Fan noise,Cleaned the dust filter on the front of the chassis\n")
+    row = load_tickets(write(tmp_path / "p" / "t.csv", text), 1, "p", CFG).tables["tickets_raw"].row(0, named=True)
+    assert row["action_text"] is None and row["part_text"] == row["symptom_text"] == "GPU fell off the bus; RMA requested"
+    text = "Ticket #,Symptom\nT-1,GPU fell off the bus; RMA requested\n"  # the description is all there is
+    row = load_tickets(write(tmp_path / "p" / "u.csv", text), 1, "p", CFG).tables["tickets_raw"].row(0, named=True)
+    assert row["action_text"] == row["symptom_text"]
+
+
 def test_jira_and_case_numbers_of_one_ticket_are_not_rivals():
     lay = recognise(["rmaNumber", "caseNumber", "problem"], [["R-1", "C-9", "x y z"], ["R-2", "C-3", "a b"]])
     assert lay.ok and lay.columns["ticket_id"] == 0

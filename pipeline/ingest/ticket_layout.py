@@ -90,6 +90,8 @@ class Layout:
     profiles: list[Profile] = field(default_factory=list)
     #: Roles that a column left unused names by its header, though its values did not fit.
     named: set[str] = field(default_factory=set)
+    #: Columns of free text that fill no role (``Notes``, ``Root cause``): what was done may be there.
+    loose_text: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -188,6 +190,8 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
             lay.chosen[c.role] = c
     _same_name(lay, canon)
     lay.named = {role for role, i in named if i not in used}
+    lay.loose_text = [i for i in range(width) if i not in used and canon[i] and _long(lay.profiles[i])
+                      and (lay.profiles[i].fit("text") or 0) >= 0.8]
     _check(lay, scores, cols, used)
     return lay
 

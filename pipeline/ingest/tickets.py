@@ -148,8 +148,14 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
         cols = lay.columns
         # Empty trailing header cells (Excel's used range, "a,b,c,,,") do not widen a row.
         width = max((i + 1 for i, c in enumerate(header_cells) if cell_text(c) is not None), default=0)
-        if free := _free_text_fields(cols, lay.named):
+        # Free text that fills no role may hold what was done: the action is then left to
+        # review rather than read from the symptom.
+        unsure = {"action_text"} if lay.loose_text else set()
+        if free := _free_text_fields(cols, lay.named | unsure):
             log.info("%s: no %s column; coded from the description", source, "/".join(free))
+        if unsure and "action_text" not in cols:
+            log.info("%s: no action column, and free text in %s: action left empty", source,
+                     [lay.headers[i] for i in lay.loose_text])
         zones = {f: header_zone(header_cells[cols[f]]) or tz for f in _TIME_FIELDS if f in cols}
         dates = [cell_text(c[cols["opened_at"]]) for _, c in body if "opened_at" in cols and cols["opened_at"] < len(c)]
         dayfirst = infer_dayfirst(dates, sp.dayfirst) if not sp.date_format else sp.dayfirst
