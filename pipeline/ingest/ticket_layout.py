@@ -189,6 +189,7 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
             lay.columns[c.role] = c.column
             lay.chosen[c.role] = c
     _same_name(lay, canon)
+    used |= {j for js in lay.more.values() for j in js}
     lay.named = {role for role, i in named if i not in used}
     lay.loose_text = [i for i in range(width) if i not in used and canon[i] and _long(lay.profiles[i])
                       and (lay.profiles[i].fit("text") or 0) >= 0.8]
