@@ -103,6 +103,18 @@ def test_a_serial_column_without_a_serial_word_is_found_by_the_inventory():
     assert lay.columns["serial"] == 1 and lay.chosen["serial"].by == "inventory"
 
 
+def test_two_host_columns_are_told_apart_by_the_inventory():
+    """``Hostname`` and ``Server`` (holding the rack position) are equally good words: without an
+    inventory that is unsure; with one, the column of its hosts is the host."""
+    headers = ["Ticket #", "Server", "Hostname", "Symptom"]
+    rows = [["T-1", "R14-U22", "gpu-017", "GPU lost"], ["T-2", "R15-U02", "gpu-021", "hot"],
+            ["T-3", "R16-U10", "gpu-030", "fan"]]
+    lay = recognise(headers, rows)
+    assert not lay.ok and lay.problems[0].startswith("host:")
+    lay = recognise(headers, rows, known=Known.of(["gpu-017", "gpu-021", "gpu-030"], []))
+    assert lay.ok and lay.columns["host"] == 2
+
+
 def test_overlapping_dumps_keep_each_ticket_once_at_its_latest():
     got, _ = read_layout(CORPUS / "overlapping_dumps_csv", known_of(CORPUS / "overlapping_dumps_csv"))
     assert got["ticket_id"].is_unique().all()

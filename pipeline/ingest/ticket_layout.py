@@ -179,8 +179,9 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
         cands.sort(key=lambda c: (-c.score, c.column))
     lay.guesses = {r: [c for c in scores[r] if c.score > 0][:3] for r in ROLES}
     # Best pairs first; a column named in ``_ignore`` (Part Number, Server SN) fills nothing.
+    # Ties go to the column whose values are the inventory's (two host columns: the name, not the rack).
     pairs = sorted((c for r in (*ROLES, "_ignore") for c in scores[r] if c.score >= HEADER_MIN_SCORE),
-                   key=lambda c: (c.score, -c.column, c.role), reverse=True)
+                   key=lambda c: (c.score, _known_share(lay, c), -c.column, c.role), reverse=True)
     for c in pairs:
         if c.column in used or (c.role in lay.columns and c.role != "_ignore"):
             continue
@@ -309,9 +310,19 @@ def _check(lay: Layout, scores: dict[str, list[Candidate]], cols: list[list], us
                 continue
             if same is None and not any(values_of(v) for col in (cols[c.column], cols[r.column]) for v in col):
                 continue  # no rows: nothing to misread
+            if _known_share(lay, c) >= _known_share(lay, r) + 0.5:
+                lay.notes.append(f"{role}: {c.header!r} used, not {r.header!r}: its values are the inventory's")
+                continue
             lay.problems.append(f"{role}: {c.header!r} ({c.score:.0f}) and {r.header!r} ({r.score:.0f}) are "
                                 f"equally likely and their values differ")
             break
+
+
+def _known_share(lay: Layout, c: Candidate) -> float:
+    """Share of a host or serial candidate's values found in the inventory (0 without one)."""
+    prof = lay.profiles[c.column]
+    share = prof.known_host if c.role == "host" else prof.known_serial if c.role == "serial" else None
+    return share or 0.0
 
 
 def _one_to_one(a: list, b: list) -> bool:
