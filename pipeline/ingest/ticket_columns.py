@@ -17,7 +17,6 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from pipeline.errors import UsageError
 from pipeline.timeutil import local_to_utc
 
 #: Ticket schema field -> header aliases (compared after :func:`canonical_header`).
@@ -232,17 +231,6 @@ def map_columns(headers: list[object], configured: dict[str, str] | None = None)
     from pipeline.ingest.ticket_layout import headers_only  # it builds on this module
 
     return headers_only(headers, configured)
-
-
-def layout_error(path: object, point: str, headers: list[object]) -> UsageError:
-    """The error for an export whose columns are not recognised: it names what it saw."""
-    seen = [str(h) for h in headers if h not in (None, "")]
-    return UsageError(
-        f"{path}: cannot recognise the ticket columns of service point {point!r}; saw {seen}. "
-        f"Need a ticket id and at least one of part/symptom/action text; name them in "
-        f"fleetfault.toml, e.g. [tickets.points.{point}.columns] ticket_id = \"<header>\", "
-        f"part_text = \"<header>\""
-    )
 
 
 # -- cells -------------------------------------------------------------------------
