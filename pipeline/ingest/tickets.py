@@ -5,6 +5,9 @@ the config (``tickets.points.<point>``: columns, date format, day/month order, e
 zone). Writes: ``tickets_raw``, one row per ticket row of each file, with its file and line,
 so overlapping periodic dumps are all kept here and the ``normalize`` stage picks the latest
 version of each ticket. Broken rows go to the quarantine with a reason; the rest is loaded.
+Which column fills which field is decided by :mod:`pipeline.ingest.ticket_layout`; an export
+whose layout it is unsure of is quarantined whole (``unrecognised_layout``) and read again on
+the next run, when a config block may name its columns.
 Cell text is stored as text: ``=cmd|...`` is a string here, never a formula.
 """
 
