@@ -84,7 +84,7 @@ class Tickets:
 class Normalize:
     # Scores (0-100) at or above this are coded automatically; below go to review.
     auto_threshold: float = 85.0
-    # Replace the bundled taxonomy (schemas/taxonomy.yaml) or add aliases to it.
+    # Replace the bundled taxonomy (pipeline/declared/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
 

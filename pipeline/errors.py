@@ -28,7 +28,7 @@ class ConfigError(FleetfaultError):
 
 
 class SchemaError(FleetfaultError):
-    """A table does not match its declared schema in ``schemas/``."""
+    """A table does not match its declared schema in ``pipeline/declared/tables/``."""
 
 
 class EngineError(FleetfaultError):

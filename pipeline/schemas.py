@@ -1,4 +1,4 @@
-"""Declared tables: ``schemas/tables/*.yaml`` read into :class:`TableSchema`.
+"""Declared tables: ``pipeline/declared/tables/*.yaml`` read into :class:`TableSchema`.
 
 One declaration serves three uses: the warehouse creates (and migrates) its tables from
 it, stages validate what they hand over against it, and the docs list its columns.
@@ -35,9 +35,9 @@ _TYPES = {
 
 
 def schemas_dir() -> Path:
-    """``schemas/`` beside the package (editable install), or ``$FLEETFAULT_SCHEMAS``."""
+    """``pipeline/declared/`` (shipped as package data), or ``$FLEETFAULT_SCHEMAS``."""
     env = os.environ.get("FLEETFAULT_SCHEMAS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "schemas"
+    return Path(env) if env else Path(__file__).resolve().parent / "declared"
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class TableSchema:
         if extra or missing:
             raise SchemaError(
                 f"table {self.name!r}: undeclared columns {extra} / missing required columns {missing}; "
-                f"declared in schemas/tables/{self.name}.yaml: {self.names}"
+                f"declared in pipeline/declared/tables/{self.name}.yaml: {self.names}"
             )
 
 
@@ -114,7 +114,7 @@ def _parse(path: Path) -> TableSchema:
 def _load(directory: str) -> dict[str, TableSchema]:
     d = Path(directory) / "tables"
     if not d.is_dir():
-        raise SchemaError(f"no table declarations at {d} (set FLEETFAULT_SCHEMAS to the schemas/ folder)")
+        raise SchemaError(f"no table declarations at {d} (set FLEETFAULT_SCHEMAS to a folder holding tables/, taxonomy.yaml and xid_catalog.yaml)")
     return {p.stem: _parse(p) for p in sorted(d.glob("*.yaml"))}
 
 

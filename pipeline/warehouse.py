@@ -1,6 +1,6 @@
 """The DuckDB warehouse: declared tables, the file registry, the quarantine and the runs log.
 
-Reads ``schemas/tables/*.yaml``; writes one DuckDB file. Every file a stage ingests goes
+Reads ``pipeline/declared/tables/*.yaml``; writes one DuckDB file. Every file a stage ingests goes
 through :meth:`Warehouse.ingest_file`, which makes the nightly run incremental and
 idempotent: a file already loaded with the same sha256 is skipped, a changed file has its
 old rows deleted and is loaded again, and each file's load is one transaction, so a run
@@ -286,7 +286,7 @@ class Warehouse:
         """Append rows (Arrow, polars or pandas) to a declared table, matching columns by name."""
         sch = self.schemas.get(table)
         if sch is None:
-            raise SchemaError(f"no table {table!r} declared in schemas/tables/")
+            raise SchemaError(f"no table {table!r} declared in pipeline/declared/tables/")
         columns = list(data.columns) if not hasattr(data, "column_names") else list(data.column_names)
         sch.validate_columns(columns)
         n = len(data) if not hasattr(data, "num_rows") else data.num_rows

@@ -53,9 +53,7 @@ def test_a_json_export_that_is_not_json_is_bad_json(tmp_path):
     assert [r.reason for r in got.rejects] == ["bad_json"] and got.rows_loaded == 0
 
 
-def test_a_workbook_that_is_not_one_is_bad_xlsx(tmp_path):
-    got = load_tickets(write(tmp_path / "p" / "t.xlsx", "Ticket #,Part\nT-1,GPU\n"), 1, "p", CFG)
-    assert reasons(got) == [(None, "bad_xlsx")]
+def test_a_workbook_cut_short_is_bad_xlsx(tmp_path):
     book = openpyxl.Workbook()
     book.active.append(["Ticket #", "Part"])
     book.save(tmp_path / "whole.xlsx")
@@ -72,7 +70,6 @@ def _data(tmp_path: Path) -> Path:
     write(data / "tickets" / "good" / "empty.csv", b"")
     write(data / "tickets" / "good" / "cut.json", json.dumps(RECORDS)[:-40])
     write(data / "tickets" / "good" / "broken.xlsx", b"PK\x03\x04" + bytes(200))
-    write(data / "tickets" / "good" / "latin.csv", b"Ticket #,Part\nT-9,\xff\xfe\xfa\x80\x80 card\n\x81\n")
     write(data / "tickets" / "odd" / "t.csv", UNSURE)
     return data
 
@@ -90,7 +87,7 @@ def test_the_night_goes_on_past_bad_exports_and_exits_1(cli, tmp_path, capsys):
     finally:
         con.close()
     assert got == {"tickets/good/empty.csv": ["empty_file"], "tickets/good/cut.json": ["bad_json"],
-                   "tickets/good/broken.xlsx": ["bad_xlsx"], "tickets/good/latin.csv": ["undecodable"],
+                   "tickets/good/broken.xlsx": ["bad_xlsx"],
                    "tickets/odd/t.csv": ["unrecognised_layout"]}
     assert loaded == ["J-0", "J-1", "T-1"]
     assert "layout unsure" in capsys.readouterr().out
@@ -127,3 +124,11 @@ def test_tickets_inspect_prints_roles_samples_and_a_block(cli, tmp_path, capsys)
     assert cli("tickets", "inspect", data / "tickets" / "odd" / "t.csv", data / "tickets" / "good" / "empty.csv") == 1
     out = capsys.readouterr().out
     assert "UNSURE" in out and "'Problem' (100) and 'Issue' (100)" in out and "NOT READ" in out and "empty_file" in out
+
+
+def test_tickets_inspect_skips_a_pivot_sheet_as_the_run_does(cli, capsys):
+    book = Path(__file__).parent / "data" / "ticket_layouts" / "cn_xlsx_title_totals" / "华东一区工单汇总-2025-04.xlsx"
+    assert cli("tickets", "inspect", book) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK ") and "SKIPPED" in out and "'统计'" in out and "'字典'" not in out  # hidden
+    assert 'slot = "故障卡位"' in out and "第3卡 | GPU8 | 5" in out

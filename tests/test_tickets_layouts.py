@@ -82,6 +82,39 @@ def test_a_host_column_without_a_host_word_needs_the_inventory():
     assert got["host"].is_not_null().all()
 
 
+def test_inventory_serials_in_the_old_and_new_sn_columns_do_not_move_the_serial():
+    """The vendor's Old SN / New SN are the inventory's serials too: still removed and installed."""
+    folder = CORPUS / "gbk_vendor_csv"
+    want = {t["ticket_id"]: t for t in json.loads((folder / "expected.json").read_text(encoding="utf-8"))["tickets"]}
+    serials = {s for t in want.values() for s in (t["serial"], t["removed_serial"], t["installed_serial"]) if s}
+    got, rejects = read_layout(folder, Known.of([], serials))
+    assert rejects == []
+    for r in got.to_dicts():
+        t = want[r["ticket_id"]]
+        assert (r["serial"], r["removed_serial"], r["installed_serial"]) == (
+            t["serial"], t["removed_serial"], t["installed_serial"])
+
+
+def test_a_serial_column_without_a_serial_word_is_found_by_the_inventory():
+    rows = [["T-1", "1652221034411", "GPU lost"], ["T-2", "1652221034502", "hot"], ["T-3", "1652221034733", "ok"]]
+    headers = ["Ticket #", "Asset Tag", "Symptom"]
+    assert "serial" not in recognise(headers, rows).columns
+    lay = recognise(headers, rows, known=Known.of([], ["1652221034411", "1652221034502", "1652221034733"]))
+    assert lay.columns["serial"] == 1 and lay.chosen["serial"].by == "inventory"
+
+
+def test_two_host_columns_are_told_apart_by_the_inventory():
+    """``Hostname`` and ``Server`` (holding the rack position) are equally good words: without an
+    inventory that is unsure; with one, the column of its hosts is the host."""
+    headers = ["Ticket #", "Server", "Hostname", "Symptom"]
+    rows = [["T-1", "R14-U22", "gpu-017", "GPU lost"], ["T-2", "R15-U02", "gpu-021", "hot"],
+            ["T-3", "R16-U10", "gpu-030", "fan"]]
+    lay = recognise(headers, rows)
+    assert not lay.ok and lay.problems[0].startswith("host:")
+    lay = recognise(headers, rows, known=Known.of(["gpu-017", "gpu-021", "gpu-030"], []))
+    assert lay.ok and lay.columns["host"] == 2
+
+
 def test_overlapping_dumps_keep_each_ticket_once_at_its_latest():
     got, _ = read_layout(CORPUS / "overlapping_dumps_csv", known_of(CORPUS / "overlapping_dumps_csv"))
     assert got["ticket_id"].is_unique().all()
@@ -129,6 +162,19 @@ def test_a_required_role_missing_names_the_best_guess():
     assert not lay.ok and "no ticket_id column" in lay.problems
     block = lay.config_block("p")
     assert 'ticket_id = "No."' in block and 'symptom_text = "What happened"' in block
+
+
+def test_free_text_that_fills_no_role_keeps_the_symptom_out_of_the_action(tmp_path):
+    """No action column but a ``Notes`` column of free text: what was done may be there, so
+    the action is left empty (for review), not read from the symptom ("RMA requested")."""
+    text = ("Ticket #,Symptom,Notes\n"
+            "T-1,GPU fell off the bus; RMA requested,Reseated the card and ran dcgmi diag level 3: passed\n"
+            "T-2,Fan noise,Cleaned the dust filter on the front of the chassis\n")
+    row = load_tickets(write(tmp_path / "p" / "t.csv", text), 1, "p", CFG).tables["tickets_raw"].row(0, named=True)
+    assert row["action_text"] is None and row["part_text"] == row["symptom_text"] == "GPU fell off the bus; RMA requested"
+    text = "Ticket #,Symptom\nT-1,GPU fell off the bus; RMA requested\n"  # the description is all there is
+    row = load_tickets(write(tmp_path / "p" / "u.csv", text), 1, "p", CFG).tables["tickets_raw"].row(0, named=True)
+    assert row["action_text"] == row["symptom_text"]
 
 
 def test_jira_and_case_numbers_of_one_ticket_are_not_rivals():

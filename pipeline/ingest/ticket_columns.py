@@ -13,10 +13,10 @@ import re
 import unicodedata
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
-from pipeline.errors import UsageError
 from pipeline.timeutil import local_to_utc
 
 #: Ticket schema field -> header aliases (compared after :func:`canonical_header`).
@@ -166,38 +166,58 @@ def _tokens(s: str) -> list[str]:
     return re.findall(r"[\u3400-\u9fff]+|[^\s\u3400-\u9fff]+", s)
 
 
+#: Each alias with what matching needs of it, worked out once: (alias, squashed, words, a
+#: Chinese word of three or more characters that may sit inside a longer word).
+_ALIAS_PARTS = {f: [(a, _squash(a), _tokens(a), bool(re.fullmatch(r"[\u3400-\u9fff]{3,}", a))) for a in names]
+                for f, names in _ALIASES.items()}
+
+
 def _contains(header: str, alias: str) -> float:
     """A score when the header holds the alias as whole words (``Asset Serial Number``) or
     a Chinese alias of three or more characters inside a word (``工单号码``), higher the more
     of the header it covers and when it ends the header (the head noun: ``故障发生时间``)."""
-    words, want = _tokens(header), _tokens(alias)
-    if not want or len(words) < 1 or words == want:
+    return _contains_words(_tokens(header), _squash(header), alias, _squash(alias), _tokens(alias),
+                           bool(re.fullmatch(r"[\u3400-\u9fff]{3,}", alias)))
+
+
+def _contains_words(words: list[str], squashed: str, alias: str, alias_squashed: str, want: list[str],
+                    cjk: bool) -> float:
+    if not want or not words or words == want:
         return 0.0
     n = len(want)
     at = -1
-    if len(want) == 1 and re.fullmatch(r"[\u3400-\u9fff]{3,}", alias):
+    if n == 1 and cjk:
+        if alias not in squashed:
+            return 0.0
         at = next((i for i, w in enumerate(words) if alias in w and w != alias), -1)
         at = next((i for i, w in enumerate(words) if w == alias), at)
         ends = at == len(words) - 1 and words[at].endswith(alias)
     elif len(alias) >= HEADER_MIN_FUZZY_LEN or want == ["sn"]:
+        if want[0] not in words:
+            return 0.0
         at = next((i for i in range(len(words) - n + 1) if words[i:i + n] == want), -1)
         ends = at == len(words) - n
         if want == ["sn"] and not ends:
             return 0.0
     if at < 0:
         return 0.0
-    cover = len(_squash(alias)) / max(len(_squash(header)), 1)
+    cover = len(alias_squashed) / max(len(squashed), 1)
     return HEADER_MIN_SCORE + 1 + (10 * cover + 2 if ends else 5 * cover)
 
 
+@lru_cache(maxsize=1 << 16)
 def _score(header: str, field: str) -> float:
+    """How well a canonical header names ``field``, 0-100: an alias exactly, fuzzily
+    (rapidfuzz ratio, headers of five characters or more) or inside longer words."""
+    squashed, words = _squash(header), _tokens(header)
     best = 0.0
-    for alias in _ALIASES[field]:
-        if header == alias or _squash(header) == _squash(alias):
+    for alias, alias_squashed, want, cjk in _ALIAS_PARTS[field]:
+        if header == alias or squashed == alias_squashed:
             return 100.0
-        if len(header) >= HEADER_MIN_FUZZY_LEN:
-            best = max(best, fuzz.ratio(header, alias))
-        best = max(best, _contains(header, alias))
+        best = max(best, _contains_words(words, squashed, alias, alias_squashed, want, cjk))
+    if len(header) >= HEADER_MIN_FUZZY_LEN:
+        hit = process.extractOne(header, _ALIASES[field], scorer=fuzz.ratio)
+        best = max(best, hit[1] if hit else 0.0)
     return best
 
 
@@ -211,17 +231,6 @@ def map_columns(headers: list[object], configured: dict[str, str] | None = None)
     from pipeline.ingest.ticket_layout import headers_only  # it builds on this module
 
     return headers_only(headers, configured)
-
-
-def layout_error(path: object, point: str, headers: list[object]) -> UsageError:
-    """The error for an export whose columns are not recognised: it names what it saw."""
-    seen = [str(h) for h in headers if h not in (None, "")]
-    return UsageError(
-        f"{path}: cannot recognise the ticket columns of service point {point!r}; saw {seen}. "
-        f"Need a ticket id and at least one of part/symptom/action text; name them in "
-        f"fleetfault.toml, e.g. [tickets.points.{point}.columns] ticket_id = \"<header>\", "
-        f"part_text = \"<header>\""
-    )
 
 
 # -- cells -------------------------------------------------------------------------

@@ -56,10 +56,14 @@ def inspect_file(path: Path, point: str, cfg, known=None) -> list[str]:
     if got.rejects and not got.sheets:
         return [f"NOT READ {path}: " + "; ".join(f"{r.reason}: {r.detail}" for r in got.rejects)]
     blocks = []
-    for sheet in got.sheets:
-        hit = sheet_layout(sheet, sp, known)
+    hits = [(sheet, sheet_layout(sheet, sp, known)) for sheet in got.sheets]
+    headed = any(hit is not None for _, hit in hits)
+    for sheet, hit in hits:
         if hit is None:
             if not sheet.rows:
+                continue
+            if headed:  # as the run does: a pivot or notes sheet beside the tickets is skipped
+                blocks.append(f"SKIPPED {path} (sheet {sheet.name!r}): no ticket header")
                 continue
             start = guess_header(sheet)
             header, body, _ = sheet_body(sheet, start)
@@ -87,7 +91,8 @@ def describe(lay, where: str, point: str, dayfirst: bool | None) -> str:
     for role in ROLES:
         c = lay.chosen.get(role)
         if c is not None:
-            rows.append((role, c.header, f"{c.score:.0f}", c.by, " | ".join(lay.samples(c.column))))
+            twins = f" (+{len(lay.more[role])} of that name)" if lay.more.get(role) else ""
+            rows.append((role, c.header + twins, f"{c.score:.0f}", c.by, " | ".join(lay.samples(c.column))))
     used = set(lay.columns.values()) | {j for js in lay.more.values() for j in js}
     widths = [max(_width(r[k]) for r in rows) for k in range(4)]
     out = [head] + ["  " + "  ".join(r[k] + " " * (widths[k] - _width(r[k])) for k in range(4)) + "  " + r[4]

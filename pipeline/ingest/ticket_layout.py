@@ -43,6 +43,8 @@ DECISIVE = ("ticket_id", "opened_at", "host", "slot", "serial", "part_text", "ti
 #: below :data:`~pipeline.ingest.ticket_columns.HEADER_MIN_SCORE`; a text role loses less
 #: for values that are not words, and more for a column of workflow words.
 PENALTY = 40.0
+#: Values it takes for the penalties to apply in full (fewer: in proportion).
+TRUSTED_VALUES = 3
 #: A typed column whose values fit this share or more loses nothing.
 FITS = 0.8
 TEXT_PENALTY = 15.0
@@ -54,8 +56,13 @@ CLOSE = 6.0
 #: Rivals whose values agree on this share of rows are one field exported twice.
 AGREE = 0.9
 #: A column found only by its values scores at most this (never enough to be used unasked),
-#: except host and serial values found in the inventory, which score 60 + 40 x the share found.
+#: except host and serial values found in the inventory, which score 60 + 39 x the share
+#: found: a column whose header names its role still wins a tie (``Old SN`` holds the
+#: inventory's serials too, but it is the removed serial).
 VALUE_GUESS = 60.0
+INVENTORY = 39.0
+#: A guess below this is not offered in a message.
+GUESS_SHOWN = 50.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,10 @@ class Layout:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     profiles: list[Profile] = field(default_factory=list)
+    #: Roles that a column left unused names by its header, though its values did not fit.
+    named: set[str] = field(default_factory=set)
+    #: Columns of free text that fill no role (``Notes``, ``Root cause``): what was done may be there.
+    loose_text: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -97,12 +108,21 @@ class Layout:
     def describe(self) -> str:
         """One paragraph for the quarantine: the problems, the columns seen, the best guesses."""
         seen = [h for h in self.headers if h]
-        guesses = []
-        for role in ROLES:
-            best = self.chosen.get(role) or next(iter(self.guesses.get(role, [])), None)
-            if best is not None:
-                guesses.append(f"{role}={best.header!r} ({best.score:.0f})")
+        guesses = [f"{role}={c.header!r} ({c.score:.0f})" for role, c in self.best_guesses().items()]
         return f"{'; '.join(self.problems)}. Columns seen: {seen}. Best guesses: {', '.join(guesses) or 'none'}"
+
+    def best_guesses(self) -> dict[str, Candidate]:
+        """Each role's column: the chosen one, else the best guess among the columns left
+        (each column offered once, for the role it fits best, and only if it fits a little)."""
+        out = dict(self.chosen)
+        used = {c.column for c in out.values()}
+        left = sorted((c for r in ROLES if r not in out for c in self.guesses.get(r, [])
+                       if c.column not in used and c.score >= GUESS_SHOWN), key=lambda c: -c.score)
+        for c in left:
+            if c.role not in out and c.column not in used:
+                out[c.role] = c
+                used.add(c.column)
+        return {r: out[r] for r in ROLES if r in out}
 
     def config_block(self, point: str, *, dayfirst: bool | None = None) -> str:
         """A ``[tickets.points.<point>]`` block that reads this export as recognised, with the
@@ -111,22 +131,19 @@ class Layout:
         if dayfirst:
             lines.append("dayfirst = true")
         lines.append(f"[tickets.points.{_toml_key(point)}.columns]")
-        for role in ROLES:
-            cand = self.chosen.get(role)
-            rivals = [g for g in self.guesses.get(role, []) if cand is None or g.column != cand.column]
-            if cand is not None:
+        best = self.best_guesses()
+        for role, cand in best.items():
+            if role in self.chosen:
+                rivals = [g for g in self.guesses.get(role, []) if g.column != cand.column]
                 why = f"  # or {rivals[0].header!r} ({rivals[0].score:.0f})?" if self._unsure(role) and rivals else ""
                 lines.append(f"{role} = {_toml_str(cand.header)}{why}")
-            elif rivals and role in ("ticket_id", "symptom_text", "title") and self._missing(role):
-                lines.append(f"{role} = {_toml_str(rivals[0].header)}  # a guess from its values: check it")
+            elif role in ("ticket_id", "opened_at") or role == "symptom_text" and not any(
+                    f in self.columns for f in _TEXT_LIKE):
+                lines.append(f"{role} = {_toml_str(cand.header)}  # a guess from its values: check it")
         return "\n".join(lines)
 
     def _unsure(self, role: str) -> bool:
         return any(p.startswith(f"{role}:") for p in self.problems)
-
-    def _missing(self, role: str) -> bool:
-        text = role in ("symptom_text", "title")
-        return any(p.startswith("no text column" if text else f"no {role}") for p in self.problems)
 
 
 def recognise(headers: list[object], rows: list[list] = (), configured: dict[str, str] | None = None,
@@ -152,7 +169,8 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
         lay.columns[role] = hit
         lay.chosen[role] = Candidate(role, hit, names[hit], 100.0, "config")
         used.add(hit)
-    scores = _scores(names, canon, lay.profiles)
+    named: set[tuple[str, int]] = set()
+    scores = _scores(names, canon, lay.profiles, named)
     # An IP address names the host too, but a column of names beside it is the better key.
     if any(c.score >= HEADER_MIN_SCORE and (lay.profiles[c.column].fit("ip") or 0) < 0.5 for c in scores["host"]):
         scores["host"] = [c if (lay.profiles[c.column].fit("ip") or 0) < 0.5 else
@@ -161,8 +179,9 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
         cands.sort(key=lambda c: (-c.score, c.column))
     lay.guesses = {r: [c for c in scores[r] if c.score > 0][:3] for r in ROLES}
     # Best pairs first; a column named in ``_ignore`` (Part Number, Server SN) fills nothing.
+    # Ties go to the column whose values are the inventory's (two host columns: the name, not the rack).
     pairs = sorted((c for r in (*ROLES, "_ignore") for c in scores[r] if c.score >= HEADER_MIN_SCORE),
-                   key=lambda c: (c.score, -c.column, c.role), reverse=True)
+                   key=lambda c: (c.score, _known_share(lay, c), -c.column, c.role), reverse=True)
     for c in pairs:
         if c.column in used or (c.role in lay.columns and c.role != "_ignore"):
             continue
@@ -171,6 +190,10 @@ def recognise(headers: list[object], rows: list[list] = (), configured: dict[str
             lay.columns[c.role] = c.column
             lay.chosen[c.role] = c
     _same_name(lay, canon)
+    used |= {j for js in lay.more.values() for j in js}
+    lay.named = {role for role, i in named if i not in used}
+    lay.loose_text = [i for i in range(width) if i not in used and canon[i] and _long(lay.profiles[i])
+                      and (lay.profiles[i].fit("text") or 0) >= 0.8]
     _check(lay, scores, cols, used)
     return lay
 
@@ -184,8 +207,10 @@ def _leafless(name: str) -> str:
 _STEP = re.compile(r"(?<=\w)(?:\[\])?\.(?=[^\W\d])")
 
 
-def _scores(names: list[str], canon: list[str], profiles: list[Profile]) -> dict[str, list[Candidate]]:
-    """Every role's candidates: each column's score for it."""
+def _scores(names: list[str], canon: list[str], profiles: list[Profile],
+            named: set[tuple[str, int]]) -> dict[str, list[Candidate]]:
+    """Every role's candidates: each column's score for it (``named``: the (role, column)
+    pairs whose header words name the role, whatever the values say)."""
     out: dict[str, list[Candidate]] = {r: [] for r in (*ROLES, "_ignore")}
     for i, name in enumerate(names):
         if not canon[i]:
@@ -206,15 +231,18 @@ def _scores(names: list[str], canon: list[str], profiles: list[Profile]) -> dict
             header["_ignore"] = 0.0
         for role, h in header.items():
             out[role].append(Candidate(role, i, name, _weigh(role, h, prof), "header"))
+            if h >= HEADER_MIN_SCORE and role != "_ignore" and header["_ignore"] < h:
+                named.add((role, i))
             if role == "_ignore":
                 continue
             if role in ("host", "serial") and not swap:
                 found = prof.known_host if role == "host" else prof.known_serial
                 if found:
-                    out[role].append(Candidate(role, i, name, round(60 + 40 * found, 1), "inventory"))
+                    out[role].append(Candidate(role, i, name, round(VALUE_GUESS + INVENTORY * found, 1), "inventory"))
             if h < HEADER_MIN_SCORE and prof.n:
                 fit = prof.fit(ROLE_KIND[role]) or 0.0
-                if fit >= 0.8 and (ROLE_KIND[role] != "text" or _long(prof)):
+                # Free text found by its values is offered as the symptom, the one text every ticket has.
+                if fit >= 0.8 and (ROLE_KIND[role] != "text" or role == "symptom_text" and _long(prof)):
                     out[role].append(Candidate(role, i, name, round(VALUE_GUESS * fit, 1), "values"))
     for role in out:  # keep each column's best candidate per role
         best: dict[int, Candidate] = {}
@@ -233,12 +261,14 @@ def _weigh(role: str, h: float, prof: Profile) -> float:
     fit = prof.fit(kind)
     if fit is None:
         return round(h, 1)
+    # One or two values say little: an export of one ticket is not judged by its one cell.
+    trust = min(1.0, prof.n / TRUSTED_VALUES)
     if kind == "text":
         # Words a header promises may be short or odd (a part written "0"); workflow words
         # (Jira's Resolution: Done, Fixed) are never what was seen or done.
-        return round(h - TEXT_PENALTY * (1 - fit) - WORKFLOW_PENALTY * (prof.fit("workflow") or 0.0), 1)
+        return round(h - trust * (TEXT_PENALTY * (1 - fit) + WORKFLOW_PENALTY * (prof.fit("workflow") or 0.0)), 1)
     # A few cells that do not fit (a date written "yesterday") are the rows' problem, not the column's.
-    return round(h - PENALTY * max(0.0, (FITS - fit) / FITS), 1)
+    return round(h - trust * PENALTY * max(0.0, (FITS - fit) / FITS), 1)
 
 
 def _long(prof: Profile) -> bool:
@@ -280,9 +310,19 @@ def _check(lay: Layout, scores: dict[str, list[Candidate]], cols: list[list], us
                 continue
             if same is None and not any(values_of(v) for col in (cols[c.column], cols[r.column]) for v in col):
                 continue  # no rows: nothing to misread
+            if _known_share(lay, c) >= _known_share(lay, r) + 0.5:
+                lay.notes.append(f"{role}: {c.header!r} used, not {r.header!r}: its values are the inventory's")
+                continue
             lay.problems.append(f"{role}: {c.header!r} ({c.score:.0f}) and {r.header!r} ({r.score:.0f}) are "
                                 f"equally likely and their values differ")
             break
+
+
+def _known_share(lay: Layout, c: Candidate) -> float:
+    """Share of a host or serial candidate's values found in the inventory (0 without one)."""
+    prof = lay.profiles[c.column]
+    share = prof.known_host if c.role == "host" else prof.known_serial if c.role == "serial" else None
+    return share or 0.0
 
 
 def _one_to_one(a: list, b: list) -> bool:

@@ -262,15 +262,15 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
     rejects: list[Rejected] = []
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         doc = None
-        if _is_jsonl(text):
+        if _is_jsonl(text) or isinstance(exc, RecursionError):
             for n, line in enumerate(text.splitlines(), start=1):
                 if not line.strip():
                     continue
                 try:
                     records.append((n, json.loads(line), line))
-                except json.JSONDecodeError as err:
+                except (json.JSONDecodeError, RecursionError) as err:
                     rejects.append(Rejected(n, "bad_json", line, str(err)))
         else:  # one document, cut short or damaged: keep the records before the damage
             records, rejects = _salvage(text, exc)
@@ -298,7 +298,7 @@ def _is_jsonl(text: str) -> bool:
     first = next((line for line in text.splitlines() if line.strip()), "")
     try:
         json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 
@@ -479,9 +479,6 @@ def read_export(path: Path, encoding: str = "") -> FileRead:
     if _blank(head) and (len(head) < 512 or _blank(path.read_bytes())):
         what = "0 bytes" if not head else "only blanks"
         return FileRead(rejects=[Rejected(None, "empty_file", "", f"the export is empty ({what}): nothing to read")])
-    if suffix in (".xlsx", ".xlsm") and not head.startswith(b"PK\x03\x04"):
-        return FileRead(rejects=[Rejected(None, "bad_xlsx", head[:400].decode("latin-1"),
-                                          "named .xlsx but not a workbook (an .xlsx file is a zip: it starts with PK)")])
     if head.startswith(b"PK\x03\x04") and suffix not in (".json", ".jsonl", ".ndjson"):
         return read_xlsx(path)
     if head.startswith(_OLE2):

@@ -71,7 +71,12 @@ def profile(cells: list, known: Known | None = None) -> Profile:
     if not n:
         return prof
     distinct = len(set(texts)) / n
-    dates = [_is_date(v, t) for v, t in zip(values, texts)]
+    judged: dict[tuple[type, str], float] = {}  # a column repeats its values: judge each once
+    dates = []
+    for v, t in zip(values, texts):
+        if (type(v), t) not in judged:
+            judged[type(v), t] = _is_date(v, t)
+        dates.append(judged[type(v), t])
     fits = {
         "id": sum(_is_id(t) for t in texts) / n * min(1.0, distinct / 0.9),
         "date": sum(dates) / n,
@@ -127,6 +132,9 @@ _WORKFLOW = re.compile(
     r"cannot reproduce|not reproducible|awaiting \w+|waiting for \w+|completed?|rejected|approved|shipped|"
     r"已?关闭|已?解决|已?完成|处理中|待处理|已受理|已取消|已驳回|挂起|新建|已?關閉|已?解決|處理中|待處理|已結案|結案)"
     r"(?:\s*[(（][^)）]*[)）])?$")
+#: What every date spelling parse_when reads has somewhere: 2025-03-05, 05/03/25, 5.3.2025,
+#: 2025年3月, 20250305, 05/Mar/25, Mar 5 (a cheap test before the costly one).
+_DATE_SHAPE = re.compile(r"\d{1,4}\s*[-/.年]\s*\d|\d{8}|\d\s*[-/ ]?\s*[A-Za-z]{3}|[A-Za-z]{3,9}\.?\s+\d")
 _ID = re.compile(r"^\w[\w\-./#:]{0,39}$")
 _SERIAL = re.compile(r"^[A-Z0-9][A-Z0-9\-]{5,29}$")
 _SCI = re.compile(r"^\d\.\d+E\+\d+$")
@@ -153,7 +161,8 @@ def _is_date(v: object, t: str) -> float:
             return 0.3 if parse_when(t, "UTC") else 0.0
         except (ValueError, OverflowError):
             return 0.0
-    if not re.search(r"\d", t) or len(t) > 40:
+    # A date has a month name, a weekday and AM/PM at most: more words are a sentence.
+    if len(t) > 40 or not _DATE_SHAPE.search(t) or len(re.findall(r"[^\W\d_]{2,}", t)) > 3:
         return 0.0
     for dayfirst in (False, True):  # the order is the point's, decided later over the whole column
         try:
@@ -164,6 +173,8 @@ def _is_date(v: object, t: str) -> float:
 
 
 def _is_serial(t: str) -> bool:
+    if len(t) > 40:
+        return False
     s = clean_serial(t) or ""
     if _SCI.match(s):
         return True

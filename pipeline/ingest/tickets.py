@@ -5,6 +5,9 @@ the config (``tickets.points.<point>``: columns, date format, day/month order, e
 zone). Writes: ``tickets_raw``, one row per ticket row of each file, with its file and line,
 so overlapping periodic dumps are all kept here and the ``normalize`` stage picks the latest
 version of each ticket. Broken rows go to the quarantine with a reason; the rest is loaded.
+Which column fills which field is decided by :mod:`pipeline.ingest.ticket_layout`; an export
+whose layout it is unsure of is quarantined whole (``unrecognised_layout``) and read again on
+the next run, when a config block may name its columns.
 Cell text is stored as text: ``=cmd|...`` is a string here, never a formula.
 """
 
@@ -148,8 +151,14 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
         cols = lay.columns
         # Empty trailing header cells (Excel's used range, "a,b,c,,,") do not widen a row.
         width = max((i + 1 for i, c in enumerate(header_cells) if cell_text(c) is not None), default=0)
-        if free := _free_text_fields(cols):
+        # Free text that fills no role may hold what was done: the action is then left to
+        # review rather than read from the symptom.
+        unsure = {"action_text"} if lay.loose_text else set()
+        if free := _free_text_fields(cols, lay.named | unsure):
             log.info("%s: no %s column; coded from the description", source, "/".join(free))
+        if unsure and "action_text" not in cols:
+            log.info("%s: no action column, and free text in %s: action left empty", source,
+                     [lay.headers[i] for i in lay.loose_text])
         zones = {f: header_zone(header_cells[cols[f]]) or tz for f in _TIME_FIELDS if f in cols}
         dates = [cell_text(c[cols["opened_at"]]) for _, c in body if "opened_at" in cols and cols["opened_at"] < len(c)]
         dayfirst = infer_dayfirst(dates, sp.dayfirst) if not sp.date_format else sp.dayfirst
@@ -192,12 +201,13 @@ def _is_total(cells: list) -> bool:
     return all(t is None or re.fullmatch(_COUNT, t, re.I) for t in rest)
 
 
-def _free_text_fields(cols: dict[str, int]) -> tuple[str, ...]:
+def _free_text_fields(cols: dict[str, int], named: set[str] = frozenset()) -> tuple[str, ...]:
     """Text fields without a column of their own: the layout's free text is fed to each,
-    so an export with one description column is coded in part, symptom and action."""
+    so an export with one description column is coded in part, symptom and action. A field
+    whose column is there but held no such text (``Resolution``: Done) stays empty."""
     if not any(f in cols for f in ("symptom_text", "title", "description")):
         return ()
-    return tuple(f for f in ("part_text", "action_text") if f not in cols)
+    return tuple(f for f in ("part_text", "action_text") if f not in cols and f not in named)
 
 
 def _row(cells: list, lay: Layout, width: int, check_width: bool, zones: dict[str, str], dayfirst: bool,

@@ -1,4 +1,4 @@
-"""The Xid catalog (``schemas/xid_catalog.yaml``): what each Xid and SXid code means.
+"""The Xid catalog (``pipeline/declared/xid_catalog.yaml``): what each Xid and SXid code means.
 
 Data, not code: a row per Xid code and a row per SXid class (a range of codes), each with
 NVIDIA's mnemonic, cause flags, a severity, the resolution bucket, whether it indicates

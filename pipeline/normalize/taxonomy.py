@@ -1,4 +1,4 @@
-"""The code taxonomy as data: ``schemas/taxonomy.yaml`` (or the user's own file).
+"""The code taxonomy as data: ``pipeline/declared/taxonomy.yaml`` (or the user's own file).
 
 Reads the YAML, canonicalizes every alias, checks it and hands the matcher one
 :class:`Taxonomy`: per dimension (part, symptom, action) the codes in order, each with a
@@ -74,7 +74,7 @@ def load_taxonomy(path: str | Path | None = None, extra: str | Path | None = Non
     Parameters
     ----------
     path : path, optional
-        A taxonomy YAML of the bundled shape; default ``schemas/taxonomy.yaml``.
+        A taxonomy YAML of the bundled shape; default ``pipeline/declared/taxonomy.yaml``.
     extra : path, optional
         A YAML with ``dimensions:`` (and any other section) whose codes and aliases are
         added to ``path``'s: aliases of a known code extend it, an unknown code is new.
