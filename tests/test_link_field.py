@@ -249,3 +249,15 @@ def test_evolving_ticket_latest_by_updated_else_the_newest_dump():
         ("p", "T2", o, o + timedelta(days=1), None, "Closed", "RMA", "tickets/p/x2.csv", 4, 2),
     ]))
     assert got.filter(pl.col("ticket_id") == "T2").select("status", "action_text").row(0) == ("Closed", "RMA")
+
+
+def test_slot_base_read_from_slots_named_only_in_the_text():
+    at = T0 + timedelta(days=40)
+    rows = [  # no slot column: the text counts from 1
+        {"service_point": "p1", "ticket_id": "a", "serial_text": "1650523300101", "host": "gpu-017", "opened_at": at,
+         "symptom_text": "card 1 hot"},
+        {"service_point": "p1", "ticket_id": "b", "serial_text": "1650523300103", "host": "gpu-017", "opened_at": at,
+         "symptom_text": "Xid 48 on GPU 3"},
+        {"service_point": "p1", "ticket_id": "c", "host": "gpu-018", "opened_at": at, "symptom_text": "GPU 2 fell off"},
+    ]
+    assert _linked(rows)[2] == ("1650523300202", "host_slot")

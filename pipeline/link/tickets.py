@@ -76,6 +76,17 @@ class HostNames:
 #: ticket's text is not a GPU slot.
 _NUMBERED_PARTS = {"FAN", "PSU", "DIMM", "STORAGE", "NIC", "CPU", "CABLE"}
 
+_TEXTS = ("part_text", "symptom_text", "action_text")
+
+
+def written_slot(slot: int | None, part: str | None, texts: list[str | None]) -> int | None:
+    """The slot a ticket names as written (the point's own base): its slot cell, else the
+    one its text names, unless the part has numbers of its own."""
+    if slot is None and part not in _NUMBERED_PARTS:
+        return slot_in_text(" ".join(t for t in texts if t))
+    return slot
+
+
 _SERIAL_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{5,}")
 #: Words before a serial that make it the part fitted, not the one at fault.
 _FITTED_BEFORE = re.compile(r"(?:\bnew|replacement|spare|fitted|installed|->|→|\bto\b|新|换上|更换为|替换为)"
@@ -249,9 +260,10 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
             place[serial].add((host_key(host), int(slot)))
     pairs: dict[str, list[tuple[int, int]]] = defaultdict(list)
     written: dict[str, list[int]] = defaultdict(list)
-    for point, text, removed, host, slot, when, part, action in tickets.select(
+    for point, text, removed, host, slot, when, part, action, *texts in tickets.select(
             "service_point", "serial_text", "removed_serial", "host", "slot", "opened_at", "part_code",
-            "action_code").iter_rows():
+            "action_code", *_TEXTS).iter_rows():
+        slot = written_slot(slot, part, texts)
         if slot is None:
             continue
         written[point].append(slot)
@@ -312,7 +324,7 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
     ambiguity = timedelta(days=swap_ambiguity_days)
     serials, methods = [], []
     cols = ["service_point", "serial_text", "removed_serial", "installed_serial", "host", "slot", "opened_at",
-            "part_code", "action_code", "part_text", "symptom_text", "action_text"]
+            "part_code", "action_code", *_TEXTS]
     for point, text, removed, fitted, host, slot, when, part, action, *texts in tickets.select(cols).iter_rows():
         written = clean_serial(removed) or clean_serial(text)
         fitted = clean_serial(fitted)
@@ -326,8 +338,7 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
         if in_text:  # a serial met in prose: not one fitted after the ticket was opened
             cands = {c for c in cands if not slots.installed_after(c, when)}
             written = written if cands else None
-        if slot is None and part not in _NUMBERED_PARTS:
-            slot = slot_in_text(" ".join(t for t in texts if t))
+        slot = written_slot(slot, part, texts)
         if slot is not None:
             slot -= bases.get(point, 0)
         hk = hosts.key(host)
