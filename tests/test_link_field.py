@@ -261,3 +261,15 @@ def test_slot_base_read_from_slots_named_only_in_the_text():
         {"service_point": "p1", "ticket_id": "c", "host": "gpu-018", "opened_at": at, "symptom_text": "GPU 2 fell off"},
     ]
     assert _linked(rows)[2] == ("1650523300202", "host_slot")
+
+
+def test_a_slot_met_in_prose_never_outweighs_a_written_serial():
+    at = T0 + timedelta(days=40)
+    # 1650523300202 sits in slot 1; the text's "GPU 0" points at 201, one typo away from it.
+    got = _linked([{"service_point": "p", "ticket_id": "x", "serial_text": "SN: 1650523300202", "host": "gpu-018",
+                    "opened_at": at, "symptom_text": "GPU 0 hang", "part_text": "GPU #0"}])
+    assert got == [("1650523300202", "serial_exact")]
+    # The part text's number is not read as a slot at all.
+    got = _linked([{"service_point": "p", "ticket_id": "x", "host": "gpu-018", "opened_at": at,
+                    "part_text": "OAM module1", "symptom_text": "PCIe link degraded"}])
+    assert got == [(None, None)]

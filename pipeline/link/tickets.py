@@ -79,12 +79,15 @@ _NUMBERED_PARTS = {"FAN", "PSU", "DIMM", "STORAGE", "NIC", "CPU", "CABLE"}
 _TEXTS = ("part_text", "symptom_text", "action_text")
 
 
-def written_slot(slot: int | None, part: str | None, texts: list[str | None]) -> int | None:
-    """The slot a ticket names as written (the point's own base): its slot cell, else the
-    one its text names, unless the part has numbers of its own."""
+def written_slot(slot: int | None, part: str | None, texts: list[str | None]) -> tuple[int | None, bool]:
+    """The slot a ticket names as written (the point's own base), and whether it came from
+    prose: its slot cell, else the one its symptom or action text names, unless the part
+    has numbers of its own. The part text is not read for it: ``GPU #4`` or ``module3``
+    there is as often a part's own number as a slot."""
     if slot is None and part not in _NUMBERED_PARTS:
-        return slot_in_text(" ".join(t for t in texts if t))
-    return slot
+        found = slot_in_text(" ".join(t for t in texts[1:] if t))
+        return found, found is not None
+    return slot, False
 
 
 _SERIAL_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{5,}")
@@ -263,7 +266,7 @@ def slot_bases(tickets: pl.DataFrame, inventory: pl.DataFrame, index: SerialInde
     for point, text, removed, host, slot, when, part, action, *texts in tickets.select(
             "service_point", "serial_text", "removed_serial", "host", "slot", "opened_at", "part_code",
             "action_code", *_TEXTS).iter_rows():
-        slot = written_slot(slot, part, texts)
+        slot, _ = written_slot(slot, part, texts)
         if slot is None:
             continue
         written[point].append(slot)
@@ -338,14 +341,15 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
         if in_text:  # a serial met in prose: not one fitted after the ticket was opened
             cands = {c for c in cands if not slots.installed_after(c, when)}
             written = written if cands else None
-        slot = written_slot(slot, part, texts)
+        slot, in_prose = written_slot(slot, part, texts)
         if slot is not None:
             slot -= bases.get(point, 0)
         hk = hosts.key(host)
         replaced = action == "REPLACE" and part in (None, "GPU")
         by_slot = slots.at(hk, slot, when, replaced, window, ambiguity)
-        serial, method = _choose(written, cands, slots.around(hk, slot, when, window), by_slot,
-                                 slot_sure=point not in guessed)
+        # A slot met in prose links a ticket that has no serial, but never outweighs one.
+        in_slot = set() if in_prose else slots.around(hk, slot, when, window)
+        serial, method = _choose(written, cands, in_slot, by_slot, slot_sure=point not in guessed and not in_prose)
         if method == "serial_exact" and in_text:
             method = "serial_in_text"
         elif method == "host_slot" and serial in seen_only:
