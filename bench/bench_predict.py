@@ -142,7 +142,7 @@ ROWS = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precisio
 def _metric_lines(m: dict, what: str) -> list[str]:
     """The model-vs-rules table of one evaluation and its three acceptance lines."""
     mo, ba = m["model"], m["baseline"]
-    lines = [f"| metric ({what}) | model | rule baseline |", "|---|---|---|"]
+    lines = [f"| metric ({what}) | model | evidence score |", "|---|---|---|"]
     for label, key in ROWS:
         if key is None:
             lines.append(f"| {label} | {mo['failures_caught']} / {mo['failures']} | {ba['failures_caught']} / {ba['failures']} |")
@@ -162,42 +162,48 @@ def _metric_lines(m: dict, what: str) -> list[str]:
 
 
 def _walk_lines(w: dict) -> list[str]:
-    """Per-period rows, then the pooled table and the lead-time histogram."""
-    lines = [f"Walk-forward: {len(w['periods'])} consecutive test periods, each with a model trained and "
-             "calibrated only on the days before it (the nightly sliding window), "
-             f"{w['seconds']:.0f} s in all.", "",
-             "| test period | failures | caught: model / rules | median lead: model / rules | PR-AUC: model / rules "
-             "| recall ratio | ECE |", "|---|---|---|---|---|---|---|"]
+    """Per-period rows, then the pooled table of the four rankers and the lead times."""
+    from pipeline.predict.backtest import RANKERS
+
+    lines = [f"Walk-forward: {len(w['periods'])} consecutive test periods, each night replayed on its own past "
+             "(time-ordered cross-validation, promotion against the evidence score, final model), "
+             f"{w['seconds']:.0f} s in all. `list` is what the night published (the model if promoted, else "
+             "the evidence score).", "",
+             "| test period | failures | caught: list / evidence / model / rules | promoted | evidence calibrated on |",
+             "|---|---|---|---|---|"]
     for r in w["periods"]:
-        period = " to ".join(r["split"]["test"])
-        if "metrics" not in r:
-            lines.append(f"| {period} | — | {r['note']} | | | | |")
-            continue
         m = r["metrics"]
-        mo, ba = m["model"], m["baseline"]
-        lines.append(f"| {period} | {mo['failures']} | {mo['failures_caught']} / {ba['failures_caught']} | "
-                     f"{_g(mo['median_lead_days'], '{:.1f}')} / {_g(ba['median_lead_days'], '{:.1f}')} | "
-                     f"{_g(mo['pr_auc'])} / {_g(ba['pr_auc'])} | {_g(m['recall_ratio_vs_baseline'], '{:.2f}')} | "
-                     f"{_g(mo['ece'], '{:.4f}')} |")
+        lines.append(f"| {' to '.join(r['test'])} | {m['list']['failures']} | "
+                     + " / ".join(str(m[k]["failures_caught"]) for k in RANKERS)
+                     + f" | {'yes' if r['promoted'] else 'no'} | {r['evidence_source']} |")
     if w.get("pooled") is None:
         return lines + [""]
-    fw = w.get("full_window") or {}
-    if fw.get("pooled") and fw["periods"] < len(w["periods"]):
-        fm = fw["pooled"]
-        lines += ["", f"Only the {fw['periods']} periods trained on the full window: caught "
-                  f"{fm['model']['failures_caught']} / {fm['model']['failures']} (rules "
-                  f"{fm['baseline']['failures_caught']}), median lead {_g(fm['model']['median_lead_days'], '{:.1f}')} "
-                  f"days (rules {_g(fm['baseline']['median_lead_days'], '{:.1f}')}), recall ratio "
-                  f"{_g(fm['recall_ratio_vs_baseline'], '{:.2f}')}×, ECE {_g(fm['model']['ece'], '{:.4f}')}."]
-    hist = {k: {d: v.count(d) for d in range(1, 8)} for k, v in w["leads"].items()}
-    lines += ["", *_metric_lines(w["pooled"], "all test periods pooled"), "",
-              "Lead days of the caught failures (pooled; first alert to the replacement ticket):", "",
-              "| lead, days | " + " | ".join(str(d) for d in range(1, 8)) + " |", "|---" * 8 + "|",
-              *(f"| {k} | " + " | ".join(str(hist[k][d]) for d in range(1, 8)) + " |" for k in ("model", "baseline")), ""]
-    for k in ("model", "baseline"):
-        lo, hi, share = median_interval(w["leads"][k])
-        lines.append(f"- {k}: median lead {lo:g} to {hi:g} days in 95% of bootstrap resamples of its caught "
-                     f"failures (10,000 draws), at least 3 days in {100 * share:.0f}%")
+    P = w["pooled"]
+    rows = [("PR-AUC (GPU-days)", "pr_auc", "{:.3f}"), ("failures caught at the alert", None, None),
+            ("alert precision (GPU-days)", "alert_precision", "{:.3f}"),
+            ("recall (failures), top alert_top per day", "recall_topk", "{:.3f}"),
+            ("precision, top alert_top per day", "precision_topk", "{:.3f}"),
+            ("recall (failures), top 1% per day", "recall_top1pct", "{:.3f}"),
+            ("median lead, days", "median_lead_days", "{:.1f}"), ("needless drains", "needless_drains", "{:.0f}"),
+            ("ECE", "ece", "{:.4f}"), ("Brier", "brier", "{:.5f}")]
+    lines += ["", "| pooled | " + " | ".join(RANKERS) + " |", "|---" * (len(RANKERS) + 1) + "|"]
+    for label, key, fmt in rows:
+        if key is None:
+            cells = [f"{P[k]['failures_caught']} / {P[k]['failures']}" for k in RANKERS]
+        else:
+            cells = [_g(P[k][key], fmt) for k in RANKERS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for k, r in w["ratios"].items():
+        lines.append(f"- {k}: recall at the rules' precision {_g(r['recall_at_rules_precision'])} vs the rules' "
+                     f"{_g(r['rules_recall'])} = {_g(r['ratio'], '{:.2f}')}x")
+    lines.append(f"- alerts: the rules on any critical Xid in 7 days; the others at the break-even risk "
+                 f"{w['alert_threshold']:.3f}")
+    for k in RANKERS:
+        if w["leads"].get(k):
+            lo, hi, share = median_interval(w["leads"][k])
+            lines.append(f"- {k}: lead days of caught failures {w['leads'][k]}; median {lo:g} to {hi:g} in 95% of "
+                         "bootstrap resamples")
     return lines + [""]
 
 
