@@ -236,3 +236,29 @@ def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path)
     assert days.max() == _day(28)  # in service until the day before its last sample's day
     assert rows["label"].astype(bool).tolist() == [(_day(29) - d).days <= 7 for d in days]
     assert other == 0
+
+
+def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_path):
+    from pipeline.predict.toy import write_toy_fleet
+    from pipeline.predict.track import track_record
+    from pipeline.report.predict_track import section
+
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        write_toy_fleet(wh, gpus=32, days=70, seed=4, start=START, daily_hazard=0.01)
+        build_features(wh, Config())
+        replayed = track_record(wh, Config())
+        positives = wh.df("SELECT DISTINCT serial, strftime(day, '%Y-%m') AS month FROM features WHERE label")
+        # a published list for one day: its flags replace the replay's on that day
+        day = wh.scalar("SELECT min(day) FROM features WHERE label")
+        serial = wh.scalar("SELECT min(serial) FROM features WHERE label AND day = ?", [day])
+        wh.insert("predictions", pl.DataFrame({"rank": [1], "serial": [serial], "risk": [0.5], "horizon_days": [7],
+                                               "as_of": [day], "model_version": ["evidence"]}))
+        mixed = track_record(wh, Config())
+        html = section(wh)
+        stored = wh.scalar("SELECT count(*) FROM predict_track")
+    assert stored == len(mixed) == len(replayed) >= 2
+    assert (replayed["caught"] + replayed["missed"] == replayed["failures"]).all()
+    assert replayed["failures"].sum() >= positives["serial"].nunique() > 0  # a horizon may span two months
+    assert (replayed["false_alarms"] >= 0).all() and set(replayed["source"]) == {"replayed"}
+    assert "mixed" in set(mixed["source"]) and mixed["caught"].sum() >= 1
+    assert "How the list has done" in html and "evidence score ranks" in html
