@@ -3,14 +3,14 @@
 Runs the ingest, normalize, link and stats stages of ``fleetfault run`` on a simulator
 output (once; ``--skip-ingest`` reuses the warehouse), then the ``predict`` stage alone in a
 fresh process, measuring its wall time and peak RSS, and reads the evaluation it wrote
-(``OUT/metrics/predict.json``: the model on the last test period next to the rule
-baseline). With ``--periods N`` it then replays the nightly retraining over N consecutive
-test periods (:mod:`pipeline.predict.backtest`) and judges the pooled test days: one
-30-day period holds too few failures for a median lead time. Writes its section of
-``bench/RESULTS.md``. Usage::
+(``OUT/metrics/predict.json``: the model's pooled out-of-fold days next to the evidence
+score). With ``--periods N`` it then replays each night's decision over N consecutive test
+periods (:mod:`pipeline.predict.backtest`) and judges the pooled test days for the
+published list, the evidence score, the model and the critical-Xid rules: one period holds
+too few failures for a median lead time. Writes its section of ``bench/RESULTS.md``. Usage::
 
-    nice fleetfault simulate --gpus 1000 --days 365 --seed 8101 --interval 3600 --accel 4 --out /tmp/eval/sim
-    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work --periods 8
+    nice fleetfault simulate --gpus 300 --days 120 --seed 31337 --interval 3600 --accel 4 --out /tmp/eval/sim
+    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work --periods 3
 """
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ ROWS = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precisio
 
 
 def _metric_lines(m: dict, what: str) -> list[str]:
-    """The model-vs-rules table of one evaluation and its three acceptance lines."""
+    """The model-vs-evidence-score table of one evaluation and its three acceptance lines."""
     mo, ba = m["model"], m["baseline"]
-    lines = [f"| metric ({what}) | model | evidence score |", "|---|---|---|"]
+    lines = [f"| metric ({what}) | model | evidence score |", "|---|---|---|"]  # "baseline": the evidence score
     for label, key in ROWS:
         if key is None:
             lines.append(f"| {label} | {mo['failures_caught']} / {mo['failures']} | {ba['failures_caught']} / {ba['failures']} |")
@@ -221,7 +221,7 @@ def median_interval(leads: list[int], draws: int = 10_000, seed: int = 0) -> tup
 
 def write_results(res: dict, path: Path, command: str) -> None:
     m = res["metrics"]
-    mo = m["model"]
+    mo = m.get("model")
     lines = [
         "## predict: failure prediction (nightly stage)", "",
         f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
@@ -229,19 +229,23 @@ def write_results(res: dict, path: Path, command: str) -> None:
         f"Data: {res['data']}" + (f", written by `{res['simulate']}`." if res.get("simulate") else ".")
         + (f" {res['note']}" if res.get("note") else "")
         + (f" Input: {res['size']}." if res.get("size") else ""), "",
-        f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
+        f"- predict stage (features, time-ordered cross-validation, retraining, ranking, explanations, track record): **{res['predict_seconds']:.0f} s**, "
         f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
         + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
     ]
     if res.get("walk_forward"):
         lines += _walk_lines(res["walk_forward"])
-    lines += [
-        f"The nightly stage's own test period {m['test_start']} to {m['test_end']}, horizon {m['horizon_days']} days, "
-        f"{mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive ({mo['failures']} failures):", "",
-        *_metric_lines(m, "nightly test period"),
-        f"- the model alerts above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
-        "cost of a missed failure); the baseline alerts on any critical Xid in 7 days.", "",
-    ]
+    if mo is None:  # no model trained: the stage's notes say why
+        lines += [f"The nightly stage trained no model: {'; '.join(m.get('notes') or [])}", ""]
+    else:
+        lines += [
+            f"The nightly stage's pooled out-of-fold days {m['test_start']} to {m['test_end']}, horizon "
+            f"{m['horizon_days']} days, {mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive "
+            f"({mo['failures']} failures); promoted: {m.get('promoted')} ({m.get('reason')}):", "",
+            *_metric_lines(m, "out-of-fold"),
+            f"- both alert above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
+            "cost of a missed failure).", "",
+        ]
     section = "\n".join(lines)
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"
     start = text.find("## predict:")

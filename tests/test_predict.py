@@ -27,6 +27,9 @@ from pipeline.warehouse import Warehouse
 
 START = date(2025, 1, 1)
 
+#: Two out-of-fold periods instead of four: the same decisions, half the fits (seconds per test).
+FAST = config_from_dict({"predict": {"cv_folds": 2}})
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -36,7 +39,7 @@ def trained(tmp_path_factory):
     with Warehouse(path) as wh:
         write_toy_fleet(wh, gpus=96, days=150, seed=7, start=START)
         build_features(wh, Config())
-        result = train(wh, Config(), mdir, out)
+        result = train(wh, FAST, mdir, out)
     return path, mdir, out, result
 
 
@@ -203,8 +206,8 @@ def test_a_candidate_no_better_than_the_evidence_score_is_not_promoted(trained, 
 
     monkeypatch.setattr(model, "fit_raw", useless)
     with Warehouse(copy) as wh:
-        assert "not retrained" in train(wh, Config(), mcopy, None).notes[0]  # a rerun of the night
-        res = train(wh, Config(), mcopy, None, force=True)
+        assert "not retrained" in train(wh, FAST, mcopy, None).notes[0]  # a rerun of the night
+        res = train(wh, FAST, mcopy, None, force=True)
         row = wh.sql("SELECT promoted, reason FROM model_runs WHERE version = ?", [res.version])[0]
         table, version, _ = rank_gpus(wh, Config(), mcopy, wh.scalar("SELECT max(day) FROM features"))
     assert not res.promoted and row[0] is False and "evidence score's" in row[1]
@@ -239,7 +242,7 @@ def test_nightly_stage_and_cli(trained, cli, tmp_path, capsys):
     path, *_ = trained
     copy = tmp_path / "wh.duckdb"
     copy.write_bytes(Path(path).read_bytes())
-    cfg = config_from_dict({"paths": {"models": str(tmp_path / "m")}})
+    cfg = config_from_dict({"paths": {"models": str(tmp_path / "m")}, "predict": {"cv_folds": 2}})
     with Warehouse(copy) as wh:
         ctx = RunContext(cfg, wh, tmp_path, tmp_path / "out")
         stage_run(ctx)
