@@ -262,3 +262,16 @@ def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_pat
     assert (replayed["false_alarms"] >= 0).all() and set(replayed["source"]) == {"replayed"}
     assert "mixed" in set(mixed["source"]) and mixed["caught"].sum() >= 1
     assert "How the list has done" in html and "evidence score ranks" in html
+
+
+def test_failing_gpu_markers_counted_by_the_ingest_raise_the_gpu(tmp_path):
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        _fleet(wh)
+        # the telemetry ingest may add such a count; any numeric column named like it is read
+        wh.sql("ALTER TABLE gpu_days ADD COLUMN lost_marker_samples BIGINT")
+        wh.sql("UPDATE gpu_days SET lost_marker_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)])
+        build_features(wh, Config())
+        table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
+    table = table.set_index("serial")
+    assert table.loc["healthy2", "risk"] > table.loc["healthy", "risk"]
+    assert table.loc["healthy2", "top_factors"].startswith("'GPU is lost' / 'requires reset' ×3")

@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
         """Rank the GPUs in service on the last day of data (or --as-of) by the calibrated
         probability of a replacement within predict.horizon_days, with the evidence in words.
 
-        Uses the model the nightly run promoted; without one, the rule baseline (critical Xids).
+        Uses the model the nightly run promoted for beating the evidence score out of fold;
+        without one, the evidence score (docs/predict.md).
         """
         from pipeline.cli import existing_warehouse, out_console, setup
         from pipeline.output import write_table
