@@ -9,6 +9,7 @@ that raised the risk most.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -65,54 +66,51 @@ def _plural(n: float, word: str) -> str:
     return f"{n:.0f} {word}{'' if round(n) == 1 else 's'}"
 
 
+def _recent(row: dict, what: str, c7: str, c30: str, unit: str = "") -> str:
+    """``what ×n in 7 days`` when the week has any, else the month's count."""
+    n7 = _v(row, c7)
+    return f"{what}{n7:.0f}{unit} of the last 7 days" if n7 else f"{what}{_v(row, c30):.0f}{unit} of the last 30 days"
+
+
+def _heat(row: dict) -> str:
+    h = row.get("temp_vs_host_7d")
+    host = "" if h is None or pd.isna(h) else f"{float(h):.0f} °C above its host's other GPUs, "
+    return (f"running hot: {host}{_v(row, 'temp_vs_model_7d'):.0f} °C above its model's median, "
+            f"{_v(row, 'temp_vs_own_before'):.0f} °C above its month before")
+
+
+def _lost(row: dict) -> str:
+    share = _v(row, "samples_vs_own_1d")
+    return "no telemetry today" if share <= 0 else f"reported only {100 * share:.0f}% of its usual samples today"
+
+
+#: term -> its words, from the GPU's own numbers (the Xid classes are rendered by :func:`_xid`).
+WORDS: dict[str, Callable[[dict], str]] = {
+    "ecc_uncorrected": lambda r: (f"uncorrectable ECC ×{_v(r, 'ecc_uncorr_7d'):.0f} in 7 days" if _v(r, "ecc_uncorr_7d")
+                                  else f"uncorrectable ECC ×{_v(r, 'ecc_uncorr_30d'):.0f} in 30 days"),
+    "ecc_corrected": lambda r: (f"corrected ECC {_v(r, 'ecc_corr_7d') / 7:,.0f}/day (background ≤ "
+                                f"{load_weights().terms['ecc_corrected']['floor_per_day']:g})"),
+    "ecc_trend": lambda r: f"corrected ECC rising: {math.exp(_v(r, 'ecc_corr_vs_own_before')):.1f}× its rate of the month before",
+    "retired_pages": lambda r: _plural(_v(r, "retired_pages"), "retired page"),
+    "retired_recent": lambda r: f"{_plural(_v(r, 'retired_pages_delta_30d'), 'page')} retired in 30 days",
+    "remap_pending": lambda r: "row remap pending (needs a GPU reset)",
+    "remap_failed": lambda r: "row remapping failed (no spare rows)",
+    "remap_uncorrectable": lambda r: f"{_plural(_v(r, 'remap_uncorr_30d'), 'row')} remapped for uncorrectable errors",
+    "pcie_narrow": lambda r: _recent(r, "PCIe link narrowed on ", "pcie_narrow_days_7d", "pcie_narrow_days_30d"),
+    "pcie_deficit": lambda r: f"PCIe link {_v(r, 'pcie_width_deficit_7d'):.0f} lanes below its full width",
+    "pcie_replay": lambda r: f"PCIe replays +{_v(r, 'pcie_replay_7d'):,.0f} in 7 days",
+    "heat": _heat,
+    "thermal_throttle": lambda r: f"thermally throttled {100 * _v(r, 'throttle_thermal_7d'):.0f}% of the time",
+    "lost_samples": _lost,
+    "lost_markers": lambda r: f"'GPU is lost' / 'requires reset' ×{_v(r, 'lost_markers_7d'):.0f} in nvidia-smi in 7 days",
+    "sxid_host": lambda r: f"NVSwitch SXid ×{_v(r, 'sxid_host_7d'):.0f} on its host in 7 days",
+    "reseats": lambda r: f"reseated {_plural(_v(r, 'reseats_prior'), 'time')} before",
+    "tickets": lambda r: _plural(_v(r, "tickets_prior") - _v(r, "reseats_prior"), "earlier ticket"),
+}
+
+
 def _render(term: str, row: dict) -> str:
-    if term.startswith("xid_"):
-        return _xid(row, term[4:])
-    t = load_weights().terms
-    if term == "ecc_uncorrected":
-        u7, u30 = _v(row, "ecc_uncorr_7d"), _v(row, "ecc_uncorr_30d")
-        return f"uncorrectable ECC ×{u7:.0f} in 7 days" if u7 else f"uncorrectable ECC ×{u30:.0f} in 30 days"
-    if term == "ecc_corrected":
-        return f"corrected ECC {_v(row, 'ecc_corr_7d') / 7:,.0f}/day (background ≤ {t['ecc_corrected']['floor_per_day']:g})"
-    if term == "ecc_trend":
-        return f"corrected ECC rising: {math.exp(_v(row, 'ecc_corr_vs_own_before')):.1f}× its rate of the month before"
-    if term == "retired_pages":
-        return f"{_plural(_v(row, 'retired_pages'), 'retired page')}"
-    if term == "retired_recent":
-        return f"{_plural(_v(row, 'retired_pages_delta_30d'), 'page')} retired in 30 days"
-    if term == "remap_pending":
-        return "row remap pending (needs a GPU reset)"
-    if term == "remap_failed":
-        return "row remapping failed (no spare rows)"
-    if term == "remap_uncorrectable":
-        return f"{_plural(_v(row, 'remap_uncorr_30d'), 'row')} remapped for uncorrectable errors"
-    if term == "pcie_narrow":
-        n7, n30 = _v(row, "pcie_narrow_days_7d"), _v(row, "pcie_narrow_days_30d")
-        return (f"PCIe link narrowed on {n7:.0f} of the last 7 days" if n7
-                else f"PCIe link narrowed on {n30:.0f} of the last 30 days")
-    if term == "pcie_deficit":
-        return f"PCIe link {_v(row, 'pcie_width_deficit_7d'):.0f} lanes below its full width"
-    if term == "pcie_replay":
-        return f"PCIe replays +{_v(row, 'pcie_replay_7d'):,.0f} in 7 days"
-    if term == "heat":
-        h, m = row.get("temp_vs_host_7d"), _v(row, "temp_vs_model_7d")
-        host = "" if h is None or pd.isna(h) else f"{float(h):.0f} °C above its host's other GPUs, "
-        own = _v(row, "temp_vs_own_before")
-        return f"running hot: {host}{m:.0f} °C above its model's median, {own:.0f} °C above its month before"
-    if term == "thermal_throttle":
-        return f"thermally throttled {100 * _v(row, 'throttle_thermal_7d'):.0f}% of the time"
-    if term == "lost_samples":
-        share = _v(row, "samples_vs_own_1d")
-        return "no telemetry today" if share <= 0 else f"reported only {100 * share:.0f}% of its usual samples today"
-    if term == "lost_markers":
-        return f"'GPU is lost' / 'requires reset' ×{_v(row, 'lost_markers_7d'):.0f} in nvidia-smi in 7 days"
-    if term == "sxid_host":
-        return f"NVSwitch SXid ×{_v(row, 'sxid_host_7d'):.0f} on its host in 7 days"
-    if term == "reseats":
-        return f"reseated {_plural(_v(row, 'reseats_prior'), 'time')} before"
-    if term == "tickets":
-        return f"{_plural(_v(row, 'tickets_prior') - _v(row, 'reseats_prior'), 'earlier ticket')}"
-    return term
+    return _xid(row, term[4:]) if term.startswith("xid_") else WORDS[term](row)
 
 
 def describe(row: dict, contrib: dict[str, float], limit: int = 3) -> str:
