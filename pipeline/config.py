@@ -129,6 +129,15 @@ class Predict:
     top_k: int = 50
     # OpenMP threads for training and scoring; 1 avoids spin-wait collapse on a busy host.
     threads: int = 1
+    # Evidence-score weights (YAML); empty: the bundled pipeline/declared/predict_evidence.yaml.
+    evidence_file: str = ""
+    # Failures in the history before the fleet's own rate calibrates the evidence score
+    # (fewer: the published prior AFR); also the fewest out-of-fold failures to promote a model.
+    min_failures: int = 5
+    # Consecutive out-of-fold periods of the time-ordered cross-validation.
+    cv_folds: int = 4
+    # GPUs per day the on-call team looks at: the track record counts these as flagged.
+    alert_top: int = 20
 
 
 @dataclass(frozen=True)
@@ -292,3 +301,6 @@ def _check_values(values: dict, problems: list[str]) -> None:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
     if pred is not None and pred.threads < 1:
         problems.append(f"predict.threads: must be at least 1, got {pred.threads}")
+    if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
+        problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
+                        f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")

@@ -40,6 +40,23 @@ def test_prom_file_parses_and_matches(wh, tmp_path):
     assert not list(tmp_path.glob(".fleetfault-*"))  # the temporary file was renamed, not left behind
 
 
+def test_track_record_and_ranker_are_exported(wh):
+    fill_warehouse(wh)
+    wh.insert("predict_track", pl.DataFrame({
+        "month": ["2025-04", "2025-05"], "source": ["replayed", "published"], "failures": [3, 2], "caught": [2, 2],
+        "missed": [1, 0], "false_alarms": [7, 4], "median_lead_days": [3.5, None], "gpu_days": [900, 930]}))
+    fams = _families(render(wh))
+    caught = {s.labels["month"]: s.value for s in fams["fleetfault_predict_failures_caught"].samples}
+    assert caught == {"2025-04": 2.0, "2025-05": 2.0}
+    assert [s.value for s in fams["fleetfault_predict_failures_missed"].samples] == [1.0, 0.0]
+    assert [s.value for s in fams["fleetfault_predict_false_alarms"].samples] == [7.0, 4.0]
+    lead = fams["fleetfault_predict_median_lead_days"].samples
+    assert [(s.labels["month"], s.value) for s in lead] == [("2025-04", 3.5)]  # no lead without a catch
+    ranker = fams["fleetfault_predict_ranker_info"].samples
+    assert len(ranker) == 1 and ranker[0].value == 1.0
+    assert ranker[0].labels["ranker"] == wh.scalar("SELECT any_value(model_version) FROM predictions")
+
+
 def test_empty_warehouse_still_parses(wh):
     fams = _families(render(wh))
     assert fams["fleetfault_gpu_failure_risk"].samples == []

@@ -229,9 +229,11 @@ class _Builder:
                     f"(the sum of the calibrated probabilities); {_count(high, 'GPU')} "
                     f"{'has' if high == 1 else 'have'} a risk of 50% or more.")
         lead = h.para(text)
+        from pipeline.report.predict_track import section as track_section
+
         return lead + h.figure(charts.risk_chart(df), "Highest predicted risk") + h.table(
             df, ["rank", "serial", "host", "pci_bus_id", "model", "risk", "top_factors"],
-            formats={"risk": ".1%"}, limit=20)
+            formats={"risk": ".1%"}, limit=20) + track_section(self.wh)
 
     def quality(self) -> str:
         out = []
