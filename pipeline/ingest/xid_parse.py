@@ -9,11 +9,12 @@ handful of rows. Nothing here raises on any text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
+from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_formats as fmt
 from pipeline.ingest import xid_journal as journal
 from pipeline.ingest import xid_scan as scan
@@ -43,6 +44,9 @@ class FileParse:
     gpu_map: pl.DataFrame
     rejects: list[Rejected]
     rows_skipped: int
+    #: per boot within the file, what dates its uptime-only lines from other files
+    #: (:func:`pipeline.ingest.xid_boots.segments`)
+    segments: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=boots.SEGMENT_SCHEMA))
 
     @property
     def rows_read(self) -> int:
@@ -185,6 +189,7 @@ def parse_bytes(
     ref_time: datetime | None = None,
     boot_check: bool = False,
     ref_is_latest: bool = True,
+    day_window: tuple[datetime, datetime] | None = None,
 ) -> FileParse:
     """Parse one kernel log held in memory.
 
@@ -214,6 +219,9 @@ def parse_bytes(
         False when ``ref_time`` is a date near the lines rather than a bound (a date in the
         file name, which may be its first or its last day): the last line takes the year
         that puts it nearest.
+    day_window : (datetime, datetime), optional
+        The UTC interval of the local day the file is named for, recorded with its boots
+        (:func:`pipeline.ingest.xid_boots.day_window`) to date them from other files.
     """
     if isinstance(buf, bytes):  # a byte-array MESSAGE holds no literal Xid for the search
         buf = journal.decode_array_messages(buf)
@@ -238,7 +246,7 @@ def parse_bytes(
     events = _finish(events, seg_boot, source_file).select(list(RAW_SCHEMA))
     maps = _finish(maps, seg_boot, source_file).select(list(MAP_SCHEMA))
     skipped = max(n_lines - events.height - len(rejects), 0)
-    return FileParse(events, maps, rejects, skipped)
+    return FileParse(events, maps, rejects, skipped, boots.segments(df, seg_boot, host, day_window))
 
 
 def _boots(df: pl.DataFrame, boot_time: datetime | None, check_ref: datetime | None = None) -> dict[int, datetime]:

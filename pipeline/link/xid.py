@@ -21,7 +21,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from datetime import datetime
+
 from pipeline.ingest.hosts import host_key_sql
+from pipeline.ingest.xid_boots import date_events
 from pipeline.ingest.xid_catalog import load_catalog
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
@@ -63,6 +66,8 @@ SELECT event_id,
     -- the line's own clock first, then boot time + uptime; among equals the first file and line
     -- (two logs can disagree on a year-less syslog stamp's year: the pick must not vary by run)
     arg_min(ts, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts,
+    arg_min(ts_quality, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_quality,
+    arg_min(ts_error_s, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_error_s,
     max(uptime_s) AS uptime_s,
     arg_min(host, file_id * 1e9 + line_no) AS host,
     arg_min(pci_bus_id, file_id * 1e9 + line_no) AS pci_bus_id,
@@ -126,7 +131,7 @@ linked AS (
     LEFT JOIN tel ON tel.event_id = e.event_id
     LEFT JOIN inv ON inv.event_id = e.event_id AND inv.rn = 1
 )
-SELECT l.event_id, l.ts, l.uptime_s, l.host, l.pci_bus_id, l.kind, l.xid, l.pid, l.process, l.message,
+SELECT l.event_id, l.ts, l.ts_quality, l.ts_error_s, l.uptime_s, l.host, l.pci_bus_id, l.kind, l.xid, l.pid, l.process, l.message,
     l.source_file, l.line_no, nullif(l.serial, '') AS serial, l.uuid, l.link_method,
     coalesce(c.severity, 'unknown') AS severity, c.symptom_code, c.hardware,
     l.gpu_instance, l.fatal, l.subcode, l.recovery_action, c.mnemonic, c.action, l.copies
@@ -153,20 +158,26 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def derive_xid_events(wh) -> int:
-    """Rebuild ``xid_events`` from ``xid_raw``, ``gpu_map``, ``gpu_days`` and ``inventory``.
+def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
+    """Rebuild ``xid_events`` from ``xid_raw``, ``kernel_segments`` (each host's boots:
+    uptime-only lines dated from any file, :mod:`pipeline.ingest.xid_boots`), ``gpu_map``,
+    ``gpu_days`` and ``inventory``. ``boot_times``: host key -> configured boot (naive UTC).
 
     Returns the number of events.
     """
     cat = load_catalog().drop("causes")
+    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"),
+                        wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files"), boot_times)
     wh.con.register("_xid_catalog", cat)
+    wh.con.register("_xid_dated", dated)
     try:
         with wh.transaction():
             wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
-            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="xid_raw"), step="xid: de-duplicate events")
+            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
             wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
             wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
             wh.sql("DROP TABLE _xid_dedup", step="xid: drop temp")
     finally:
         wh.con.unregister("_xid_catalog")
+        wh.con.unregister("_xid_dated")
     return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")
