@@ -85,6 +85,9 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         serial=pl.col("text").str.extract(fmt.SERIAL_RS, 1),
         fell=pl.col("text").str.extract_groups(fmt.FELL_START_RS),
         fell_end=pl.col("text").str.contains("fallen off the bus", literal=True),
+        fell1=pl.col("text").str.extract_groups(fmt.FELL_ONE_RS),
+        rm_init=pl.col("text").str.extract_groups(fmt.RM_INIT_RS),
+        is_rm_init=pl.col("text").str.contains(fmt.RM_INIT_RS),
         rtc=pl.col("text").str.extract_groups(fmt.RTC_RS),
     )
     rest = pl.col("text").str.replace(fmt.EVENT_HEAD_RS, "").str.strip_chars()
@@ -96,7 +99,7 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         pl.col("rest").str.replace(r"^,\s*", "")).str.strip_chars()
     pid = pid_txt.cast(pl.Int64, strict=False)
     return df.select(
-        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "rtc", "p",
+        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "fell1", "rm_init", "is_rm_init", "rtc", "p",
         kind=pl.col("e").struct.field("kind"),
         xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
         pci_bus_id=_pci(pl.col("e").struct.field("pci")),
@@ -298,10 +301,44 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
                               "pid": None, "process": None, "message": fmt.FELL_TEXT, "gpu_instance": None,
                               "fatal": None, "subcode": None, "recovery_action": None, "shape": "fallen_off_bus"})
             pending = None
+    none = {"pid": None, "process": None, "gpu_instance": None, "fatal": None, "subcode": None, "recovery_action": None}
+    one = df.filter(pl.col("fell1").struct.field("dom").is_not_null() & pl.col("xid").is_null())
+    for r in one.iter_rows(named=True):
+        f = r["fell1"]
+        fell_rows.append({**r, **none, "kind": "Xid", "xid": 79, "message": fmt.FELL_TEXT, "shape": "fallen_off_bus",
+                          "pci_bus_id": fmt.canonical_pci(f["dom"], f["bus"], f["dev"], f["fn"])})
+    fell_rows += _rm_init_rows(df.filter(pl.col("is_rm_init") & pl.col("xid").is_null()), none)
     if fell_rows:
         extra = pl.DataFrame(fell_rows, schema=ev.schema)
         ev = pl.concat([ev, extra]).sort("line_no")
     return ev
+
+
+#: RmInitAdapter retries of one GPU within this many seconds are one failure to come up.
+RM_INIT_BURST_S = 60.0
+
+
+def _rm_init_rows(rows: pl.DataFrame, none: dict) -> list[dict]:
+    """The driver failing to initialize a GPU, as events of kind ``RmInitAdapter`` (code 0):
+    the driver retries several times a second at boot; a GPU's retries within
+    :data:`RM_INIT_BURST_S` are one event. A line naming no GPU keeps a null PCI id."""
+    out: list[dict] = []
+    last: dict[str | None, tuple] = {}
+    for r in rows.iter_rows(named=True):
+        g = r["rm_init"]
+        pci = fmt.canonical_pci(g["dom"], g["bus"], g["dev"], g["fn"]) if g["dom"] else None
+        at = (r["seg"], r["uptime_s"]) if r["uptime_s"] is not None else (None, r["wall"])
+        prev = last.get(pci)
+        if prev is not None and prev[0] == at[0] and at[1] is not None and prev[1] is not None:
+            gap = at[1] - prev[1]
+            gap = gap.total_seconds() if hasattr(gap, "total_seconds") else gap
+            if 0 <= gap <= RM_INIT_BURST_S:
+                continue  # a retry of the same failure (the burst is timed from its first line)
+        last[pci] = at
+        msg = f"{fmt.RM_INIT_TEXT}! {g['code']}" if g["code"] else f"{fmt.RM_INIT_TEXT}!"
+        out.append({**r, **none, "kind": "RmInitAdapter", "xid": 0, "message": msg, "shape": "rm_init",
+                    "pci_bus_id": pci})
+    return out
 
 
 def _maps(df: pl.DataFrame) -> pl.DataFrame:

@@ -135,9 +135,11 @@ def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
     return out, total
 
 
-#: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus
-#: begin (each line of the multi-line fallen-off message carries ``NVRM:``).
-_DRIVER_HEADS = (b"NVRM: GPU at ", b"NVRM: GPU Board Serial", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off")
+#: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus or
+#: failed to initialize begin (each line of the multi-line fallen-off message carries
+#: ``NVRM:``; ``NVRM: GPU `` covers ``GPU at``, ``GPU Board Serial`` and the one-line
+#: ``GPU 0000:01:00.0: GPU has fallen off the bus.``). The C scanner lists the same.
+_DRIVER_HEADS = (b"NVRM: GPU ", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off", b"NVRM: RmInitAdapter failed")
 
 
 def _driver_lines(buf: bytes) -> list[int]:

@@ -55,9 +55,11 @@ WITH r AS (
     SELECT keyed.*, coalesce(t.target, keyed.eid) AS event_id
     FROM keyed LEFT JOIN ts_only t ON t.rn = 1 AND t.file_id = keyed.file_id AND t.line_no = keyed.line_no
 ), fell AS (  -- the codeless fallen-off message next to an Xid 79 of the same GPU is that event
+    -- (as is a second codeless form of it: the one-line and the three-line message)
     SELECT DISTINCT f.event_id
     FROM ids f JOIN ids x
-      ON f.shape = 'fallen_off_bus' AND x.shape = 'line' AND x.kind = 'Xid' AND x.xid = 79
+      ON f.shape = 'fallen_off_bus' AND x.kind = 'Xid' AND x.xid = 79 AND x.event_id <> f.event_id
+     AND (x.shape = 'line' OR (x.shape = 'fallen_off_bus' AND (x.file_id, x.line_no) < (f.file_id, f.line_no)))
      AND f.host = x.host AND f.pci_bus_id = x.pci_bus_id
      AND ((f.ts IS NOT NULL AND x.ts IS NOT NULL AND abs(epoch(f.ts) - epoch(x.ts)) <= 60)
        OR (f.file_id = x.file_id AND f.boot_seg = x.boot_seg AND abs(f.uptime_s - x.uptime_s) <= 60))
