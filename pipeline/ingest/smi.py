@@ -19,6 +19,7 @@ read line by line (:mod:`pipeline.ingest.smi_read`).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -146,11 +147,10 @@ def _cli_plan(paths: list[Path], hosts: list[str], per_file, configured) -> dict
         idx = [k for k, hh in enumerate(hosts) if hh == h]
         files = []
         for k in idx:
-            found = smi_headers.scan(paths[k]) if firsts[k] is None else None
-            own_first = firsts[k] or found.own_first
+            own_first = firsts[k] or smi_headers.scan(paths[k]).own_first
             files.append(smi_headers.HostFile(str(paths[k]), firsts[k] is not None, own_first,
                                               per_file[k][1].last_fields if own_first else None,
-                                              found.sample if found else []))
+                                              [] if firsts[k] else functools.partial(smi_headers.head_sample, paths[k])))
         for k, st in zip(idx, smi_headers.plan_starts(files, configured)):
             if firsts[k] is None:
                 out[k] = st.fields
@@ -476,22 +476,19 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
             continue  # a file the registry lacks was not loaded: nothing to settle against
         if all(results[p].status == "unchanged" and reg[k][4] is not None for (p, _), k in zip(entries, keys)):
             continue  # the plan is a function of the files' headers: unchanged files, unchanged plan
-        files, sampled = [], {}
+        files = []
         for (path, _), key in zip(entries, keys):
             file_id, start, last, own, src = reg[key]
             first = smi_headers.from_cells(own) if src == key and own else header_fields(first_line(path))
             if first is not None:
                 own_first = first
-            elif own is not None:
+            elif own is not None:  # '' : looked for before, none
                 own_first = smi_headers.from_cells(own)
             else:
-                sampled[key] = smi_headers.scan(path)
-                own_first = sampled[key].own_first
-            sample = []
-            if first is None:
-                sample = (sampled.get(key) or smi_headers.scan(path)).sample
+                own_first = smi_headers.scan(path).own_first
             files.append(smi_headers.HostFile(key, first is not None, own_first,
-                                              smi_headers.from_cells(last) if own_first else None, sample))
+                                              smi_headers.from_cells(last) if own_first else None,
+                                              [] if first is not None else functools.partial(smi_headers.head_sample, path)))
         starts = smi_headers.plan_starts(files, configured_fields(ctx.cfg, host))
         for (path, prev), key, f, st in zip(entries, keys, files, starts):
             file_id, start, _last, _own, _src = reg[key]

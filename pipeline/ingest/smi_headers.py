@@ -23,8 +23,9 @@ reloads the files whose start changed (a header that arrived later), saying why.
 
 from __future__ import annotations
 
+import gzip
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +34,7 @@ import polars as pl
 
 from pipeline.ingest.smi_fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
                                         parse_fields)
-from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, _blocks
+from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, _blocks, open_binary
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
@@ -90,6 +91,24 @@ def scan(path: Path) -> FileHeaders:
             return FileHeaders(found if first_seen and stop == 0 else None, found, sample)
         first_seen = False
     return FileHeaders(None, None, sample)
+
+
+def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
+    """The file's first ``n`` data lines before its first header: what :func:`fits` judges
+    (a few lines read, whatever the file's size)."""
+    out: list[str] = []
+    try:
+        with open_binary(path) as f:
+            for k, raw in enumerate(f):
+                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                text = text.lstrip("\ufeff") if k == 0 else text
+                if header_fields(text) is not None or len(out) >= n:
+                    break
+                if text.strip(BLANK_CHARS):
+                    out.append(text)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        pass  # a damaged file: what was read (its lines are judged by the loader)
+    return out
 
 
 def _is_time(text: str) -> bool:
@@ -160,7 +179,13 @@ class HostFile:
     starts_with_header: bool
     own_first: list[Field] | None  # the first header written in it
     own_last: list[Field] | None  # the last header written in it (its field list at the end)
-    sample: list[str]  # its first data lines (only needed when it starts without a header)
+    #: its first data lines, or how to read them (only read when a header is to be fitted)
+    sample: list[str] | Callable[[], list[str]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        if callable(self.sample):
+            self.sample = self.sample()
+        return self.sample
 
 
 def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> list[Start]:
@@ -181,10 +206,10 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
         # after it: a header written further down the file itself, then in later files
         after = [(g.own_first, g.key) for g in files[i:] if g.own_first]
         pick = None
-        if not f.sample:  # no data line before its header: nothing to read with a guess
+        if (before or after) and not f.lines():  # no data line before its header: nothing to guess for
             pick = Start(None, None)
         for flds, key in before + after:
-            if pick is None and fits(flds, f.sample):
+            if pick is None and fits(flds, f.lines()):
                 pick = Start(flds, key)
         if pick is None:
             pick = Start(configured, "config" if configured else None)
