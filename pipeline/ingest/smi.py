@@ -461,7 +461,7 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     header, is not looked at again. Returns the reloaded files' results."""
     wh = ctx.wh
     reg = {path: row for path, *row in wh.sql(
-        "SELECT f.path, f.file_id, h.start_fields, h.last_fields, h.own_first, h.header_from "
+        "SELECT f.path, f.file_id, h.start_fields, h.last_fields, h.own_first, h.header_from, f.rows_skipped "
         "FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = ?", [STAGE],
         step="smi: recorded headers")}
     by_host: dict[str, list[tuple[Path, Path | None]]] = {}
@@ -478,12 +478,14 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
             continue  # the plan is a function of the files' headers: unchanged files, unchanged plan
         files = []
         for (path, _), key in zip(entries, keys):
-            file_id, start, last, own, src = reg[key]
+            file_id, start, last, own, src, skipped = reg[key]
             first = smi_headers.from_cells(own) if src == key and own else header_fields(first_line(path))
             if first is not None:
                 own_first = first
             elif own is not None:  # '' : looked for before, none
                 own_first = smi_headers.from_cells(own)
+            elif skipped == 0:  # the loader skipped no line: no header line in it
+                own_first = None
             else:
                 own_first = smi_headers.scan(path).own_first
             files.append(smi_headers.HostFile(key, first is not None, own_first,
@@ -491,7 +493,7 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
                                               [] if first is not None else functools.partial(smi_headers.head_sample, path)))
         starts = smi_headers.plan_starts(files, configured_fields(ctx.cfg, host))
         for (path, prev), key, f, st in zip(entries, keys, files, starts):
-            file_id, start, _last, _own, _src = reg[key]
+            file_id, start = reg[key][:2]
             record.append((file_id, st.source, smi_headers.cells_text(f.own_first) or ""))
             if f.starts_with_header:
                 continue
