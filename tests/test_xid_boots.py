@@ -141,3 +141,30 @@ def test_stage_arrival_order_gives_identical_events(tmp_path):
     assert tables[0].filter(pl.col("ts_quality") == "estimated").height == 3
     for other in tables[1:]:
         assert other.equals(tables[0])
+
+
+def test_a_banner_in_a_log_with_clocks_marks_the_boot_for_the_dmesg_files(tmp_path):
+    """The reboot's dmesg lost its rtc_cmos line; /var/log/messages (local clock, no uptime)
+    still holds the kernel's banner: that boot is dated from it, exactly."""
+    import os
+
+    files = _files(tmp_path / "node-7")
+    for p in files:
+        p.write_text("".join(x + "\n" for x in p.read_text().splitlines() if "rtc_cmos" not in x))
+    local = B1 + timedelta(hours=8)
+    messages = tmp_path / "node-7" / "messages"
+    messages.write_text(
+        f"{local:%b} {local.day:2d} {local:%H:%M:%S} node-7 kernel: Linux version 5.15.0-119-generic "
+        "(buildd@lcy02-amd64-075) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0) #129-Ubuntu SMP\n"
+        f"{local:%b} {local.day:2d} {local:%H:%M:%S} node-7 kernel: Command line: BOOT_IMAGE=/vmlinuz ro quiet\n")
+    written = (B1 + timedelta(days=1)).timestamp()
+    os.utime(messages, (written, written))
+    without, _ = parse_xid_files(files, tz=TZ)
+    with_banner, _ = parse_xid_files(files + [messages], tz=TZ)
+    after = [c for t, _, c in XIDS if t >= B1]
+    assert set(without.filter(pl.col("xid").is_in(after))["ts_quality"]) == {"estimated"}
+    got = with_banner.filter(pl.col("xid").is_in(after)).sort("xid")
+    assert set(got["ts_quality"]) == {"exact"}
+    want = sorted((c, t) for t, _, c in XIDS if t >= B1)
+    for (code, t), ts in zip(want, got["ts"].to_list()):
+        assert abs((ts - t).total_seconds()) <= 1, code

@@ -69,8 +69,12 @@ STYLES = ["dmesg", "dmesg_T", "dmesg_H", "dmesg_iso", "dmesg_x_iso", "syslog", "
           "journal_iso", "journal_precise", "journal_unix", "journal_monotonic", "rfc5424", "journal_json"]
 
 
+BANNER = ("Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.2.0-23ubuntu4) "
+          "13.2.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #45-Ubuntu SMP PREEMPT_DYNAMIC")
+
+
 def _log(style: str) -> str:
-    noise = "perf: interrupt took too long (2504 > 2500), lowering kernel.perf_event_max_sample_rate to 79800"
+    noise = BANNER  # the boot's first line: where the line has a clock and no uptime, a boot mark
     if style == "journal_json":
         out = []
         for dt, text in [(-1.0, noise)] + LINES:
@@ -110,6 +114,15 @@ def test_codeless_forms_in_every_prefix_style(tmp_path, monkeypatch, style, nati
     for ts, w in zip(df.sort("ts", "line_no")["ts"].to_list(), want):
         assert abs((ts - w).total_seconds()) < 1.0, style
     assert set(df["ts_quality"]) == {"exact"}
+    # the banner marks the boot where the line has a clock and no uptime
+    from pipeline.ingest.xid import parse_file
+
+    marks = parse_file(path, tz="UTC").segments.filter(pl.col("boot_seg") < 0)["boot_at"].to_list()
+    clock_only = style in ("dmesg_T", "dmesg_iso", "dmesg_x_iso", "syslog", "rfc3339", "journal_iso",
+                           "journal_precise", "journal_unix", "rfc5424", "dmesg_H")
+    assert len(marks) == (1 if clock_only else 0), style
+    if marks:  # (dmesg -H's anchor line is stamped to the minute)
+        assert abs((marks[0] - (T0 - timedelta(seconds=1))).total_seconds()) < (60 if style == "dmesg_H" else 1)
 
 
 def test_the_one_line_fall_merges_with_its_xid_79_across_files(tmp_path):

@@ -7,8 +7,9 @@ events with ``ts``, ``ts_quality`` and ``ts_error_s`` filled in, for
 :func:`pipeline.link.xid.derive_xid_events` and ``parse xid``.
 
 Why: ``dmesg`` written once a day stamps lines with the uptime only, and the boot marker
-(``rtc_cmos ... setting system clock to <UTC>``, or a line with both a wall clock and an
-uptime) is in the file of the boot day only. The boot table puts each uptime-only span of a
+(``rtc_cmos ... setting system clock to <UTC>``, a line with both a wall clock and an
+uptime, or the kernel banner ``Linux version ...`` in a log with wall clocks) is in the
+file of the boot day only, or in another log of the host altogether. The boot table puts each uptime-only span of a
 file on a boot of its host:
 
 - a span whose file tells its boot is dated from it (``exact``);
@@ -64,18 +65,23 @@ def day_window(path: Path, tz: str) -> tuple[datetime, datetime] | None:
 
 
 def segments(df: pl.DataFrame, seg_boot: dict[int, datetime], host: str,
-             window: tuple[datetime, datetime] | None) -> pl.DataFrame:
+             window: tuple[datetime, datetime] | None, *, banners: list[datetime] = ()) -> pl.DataFrame:
     """One row per boot within a parsed file (``seg``) whose lines carry an uptime: the
-    uptimes it spans, its boot instant where the file tells it, the file name's day."""
+    uptimes it spans, its boot instant where the file tells it, the file name's day. Each of
+    ``banners`` (the wall clock of a kernel banner in a log without uptimes) is a row of its
+    own, ``boot_seg`` -1, -2, ...: a marked boot with no lines of its own here."""
     up = df.filter(pl.col("uptime_s").is_not_null())
-    if up.is_empty():
-        return pl.DataFrame(schema=SEGMENT_SCHEMA)
     g = up.group_by("seg").agg(up_first=pl.col("uptime_s").min(), up_last=pl.col("uptime_s").max()).sort("seg")
     lo, hi = window or (None, None)
+    n = g.height + len(banners)
+    if not n:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
     return pl.DataFrame({
-        "host": [host] * g.height, "boot_seg": g["seg"].cast(pl.Int32), "up_first": g["up_first"],
-        "up_last": g["up_last"], "boot_at": [seg_boot.get(s) for s in g["seg"].to_list()],
-        "day_lo": [lo] * g.height, "day_hi": [hi] * g.height,
+        "host": [host] * n, "boot_seg": g["seg"].cast(pl.Int32).to_list() + [-1 - k for k in range(len(banners))],
+        "up_first": g["up_first"].to_list() + [0.0] * len(banners),
+        "up_last": g["up_last"].to_list() + [0.0] * len(banners),
+        "boot_at": [seg_boot.get(s) for s in g["seg"].to_list()] + list(banners),
+        "day_lo": [lo] * n, "day_hi": [hi] * n,
     }, schema=SEGMENT_SCHEMA)
 
 

@@ -88,6 +88,7 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         fell1=pl.col("text").str.extract_groups(fmt.FELL_ONE_RS),
         rm_init=pl.col("text").str.extract_groups(fmt.RM_INIT_RS),
         is_rm_init=pl.col("text").str.contains(fmt.RM_INIT_RS),
+        banner=pl.col("text").str.starts_with("Linux version "),
         rtc=pl.col("text").str.extract_groups(fmt.RTC_RS),
     )
     rest = pl.col("text").str.replace(fmt.EVENT_HEAD_RS, "").str.strip_chars()
@@ -99,7 +100,8 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         pl.col("rest").str.replace(r"^,\s*", "")).str.strip_chars()
     pid = pid_txt.cast(pl.Int64, strict=False)
     return df.select(
-        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "fell1", "rm_init", "is_rm_init", "rtc", "p",
+        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "fell1", "rm_init", "is_rm_init", "banner",
+        "rtc", "p",
         kind=pl.col("e").struct.field("kind"),
         xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
         pci_bus_id=_pci(pl.col("e").struct.field("pci")),
@@ -249,7 +251,11 @@ def parse_bytes(
     events = _finish(events, seg_boot, source_file).select(list(RAW_SCHEMA))
     maps = _finish(maps, seg_boot, source_file).select(list(MAP_SCHEMA))
     skipped = max(n_lines - events.height - len(rejects), 0)
-    return FileParse(events, maps, rejects, skipped, boots.segments(df, seg_boot, host, day_window))
+    # the kernel's banner where the line has a wall clock and no uptime: a boot instant for
+    # the uptime-only logs of that boot in other files
+    banners = df.filter(pl.col("banner") & pl.col("wall").is_not_null() & pl.col("uptime_s").is_null())["wall"]
+    return FileParse(events, maps, rejects, skipped,
+                     boots.segments(df, seg_boot, host, day_window, banners=banners.to_list()))
 
 
 def _boots(df: pl.DataFrame, boot_time: datetime | None, check_ref: datetime | None = None) -> dict[int, datetime]:

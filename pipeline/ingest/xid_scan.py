@@ -17,6 +17,7 @@ one big ``read()``. ``FLEETFAULT_XID_NATIVE=0`` switches it off; both give the s
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import zlib
@@ -80,9 +81,54 @@ def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
             head += more
         if head[:2] == b"\x1f\x8b" or is_human(head) or journal.is_json_log(head):
             return _gunzip(head + f.readall())
-        lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
+        uptime = is_uptime(head)
+        lines, special, n_lines = _xidscan.scan_fd(f.fileno(), uptime, head, chunk)
     lines = _rewrite(lines, special, None)
-    return read_bytes(path) if lines is None else Scanned(lines, n_lines)
+    if lines is None:
+        return read_bytes(path)
+    if not uptime:
+        lines = _with_banners(lines, _mapped_banners(path))
+    return Scanned(lines, n_lines)
+
+
+#: The kernel's banner, printed first at every boot: in a log whose lines carry a wall clock
+#: and no uptime it dates the boot, for the uptime-only logs of that boot in other files.
+BANNER = b"Linux version "
+
+
+def _banners(buf) -> list[tuple[int, bytes]]:
+    """(line number, line) of each line of ``buf`` holding :data:`BANNER` (a rare word:
+    ``find`` passes over the bytes at memory speed; lines are counted only up to each)."""
+    out: list[tuple[int, bytes]] = []
+    i, no, last = buf.find(BANNER), 1, 0
+    arr = np.frombuffer(buf, dtype=np.uint8) if i != -1 else None
+    while i != -1:
+        s = buf.rfind(b"\n", 0, i) + 1
+        e = buf.find(b"\n", i)
+        e = len(buf) if e == -1 else e
+        no += int(np.count_nonzero(arr[last:s] == 10))
+        last = s
+        out.append((no, bytes(buf[s:e])))
+        i = buf.find(BANNER, e)
+    del arr  # (a mapped file cannot close while a view of it lives)
+    return out
+
+
+def _mapped_banners(path: Path) -> list[tuple[int, bytes]]:
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return _banners(m)
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return []
+
+
+def _with_banners(lines: list[tuple[int, bytes]], banners: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The candidate lines with the banner lines among them, in line order, each once."""
+    have = {no for no, _ in lines}
+    # (a journal's JSON entry is read as its plain line; a verbose entry's field is not a line)
+    banners = [(no, journal.from_json(x) if x[:1] == b"{" else x) for no, x in banners
+               if no not in have and x[:1] not in (b" ", b"\t")]
+    return sorted(lines + banners, key=lambda x: x[0]) if banners else lines
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -176,12 +222,14 @@ def is_uptime(buf: bytes) -> bool:
 def candidate_lines(buf: bytes | Scanned) -> tuple[list[tuple[int, bytes]], int]:
     """(1-based line number, line bytes) of every line that may matter, in file order, and
     the number of lines in the file."""
-    if isinstance(buf, Scanned):
+    if isinstance(buf, Scanned):  # (banners already added by read_scanned)
         return buf.lines, buf.n_lines
     if native():
         lines, special, n_lines = _xidscan.scan(buf, is_uptime(buf))
-        return _rewrite(lines, special, buf), n_lines
-    return candidate_lines_py(buf)
+        lines = _rewrite(lines, special, buf)
+    else:
+        lines, n_lines = candidate_lines_py(buf)
+    return (lines if is_uptime(buf) else _with_banners(lines, _banners(buf))), n_lines
 
 
 def _rewrite(lines: list[tuple[int, bytes]], special: list[tuple[int, int, bool, bytes | None]],
