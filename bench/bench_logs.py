@@ -118,6 +118,9 @@ def main() -> None:
         errs.sort()
         print(f"  {q:9s}: {len(errs):5d} events, error median {errs[len(errs) // 2]:.1f} s, max {errs[-1]:.1f} s, "
               f"within 1 s: {sum(e <= 1 for e in errs)}, within 1 day: {sum(e <= 86400 for e in errs)}")
+    links = con.execute("SELECT coalesce(link_method, 'unlinked'), count(*) FROM xid_events "
+                        "WHERE host IN (SELECT unnest(?::VARCHAR[])) GROUP BY 1 ORDER BY 1", [daily]).fetchall()
+    print("  linked to a GPU: " + ", ".join(f"{m} {n}" for m, n in links))
     print(f"\ndata and warehouse in {tmp}")
 
 

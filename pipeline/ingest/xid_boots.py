@@ -150,6 +150,8 @@ def date_events(raw: pl.DataFrame, segs: pl.DataFrame, config_boots: dict[str, d
     unmarked boot's instant is ``estimated``; no time at all is ``unknown``."""
     table = boot_table(segs, config_boots)
     df = raw.join(table, on=["file_id", "boot_seg"], how="left")
+    if "ts_source" not in df.columns:  # (gpu_map rows)
+        df = df.with_columns(ts_source=pl.when(pl.col("ts").is_not_null()).then(pl.lit("wall")))
     later = pl.col("ts").is_null() & pl.col("uptime_s").is_not_null() & pl.col("boot").is_not_null()
     dated = pl.col("boot") + pl.duration(microseconds=(pl.col("uptime_s") * 1e6).round().cast(pl.Int64))
     return df.with_columns(

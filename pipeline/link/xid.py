@@ -98,7 +98,7 @@ bm AS (
         ORDER BY (m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg) DESC,
                  CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs(epoch(e.ts) - epoch(m.ts)) END NULLS LAST,
                  m.file_id DESC, m.line_no DESC) AS rn
-    FROM e JOIN gpu_map m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
+    FROM e JOIN _gpu_map_dated m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
      AND (m.serial IS NOT NULL OR m.uuid IS NOT NULL)
      AND ((m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg)
        OR (e.ts IS NOT NULL AND m.ts IS NOT NULL AND m.ts <= e.ts + INTERVAL 10 MINUTE))
@@ -168,10 +168,13 @@ def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     Returns the number of events.
     """
     cat = load_catalog().drop("causes")
-    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"),
-                        wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files"), boot_times)
+    segs = wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
+    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
+    # the driver's map lines of an uptime-only log are dated alike, to link later files' events
+    maps = date_events(wh.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
     wh.con.register("_xid_catalog", cat)
     wh.con.register("_xid_dated", dated)
+    wh.con.register("_gpu_map_dated", maps)
     try:
         with wh.transaction():
             wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
@@ -182,4 +185,5 @@ def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     finally:
         wh.con.unregister("_xid_catalog")
         wh.con.unregister("_xid_dated")
+        wh.con.unregister("_gpu_map_dated")
     return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")
