@@ -168,3 +168,33 @@ def test_a_banner_in_a_log_with_clocks_marks_the_boot_for_the_dmesg_files(tmp_pa
     want = sorted((c, t) for t, _, c in XIDS if t >= B1)
     for (code, t), ts in zip(want, got["ts"].to_list()):
         assert abs((ts - t).total_seconds()) <= 1, code
+
+
+def test_a_journal_boot_id_carries_a_marker_to_another_file(tmp_path, monkeypatch):
+    """``journalctl -k -o short-monotonic`` exports: the boot's first file holds the RTC
+    marker; a later export, named for no day, shares only the boot id."""
+    boot = "8c1c4a7e6f2b4b0e9d3c5a1f2e7d9b04"
+    other = "1f0e2d3c4b5a69788796a5b4c3d2e1f0"
+    host = tmp_path / "node-7"
+    host.mkdir()
+    first = host / "journal-k.1.log"
+    first.write_text(
+        f"-- Boot {boot} --\n"
+        "[    0.000000] node-7 kernel: Linux version 5.15.0-119-generic (buildd@lcy02-amd64-075) #129-Ubuntu SMP\n"
+        "[    1.703717] node-7 kernel: rtc_cmos 00:01: setting system clock to 2025-03-03T10:00:01 UTC (1740996001)\n"
+        f"[ 3600.000000] node-7 kernel: NVRM: Xid (PCI:0000:86:00): 94, {MSG[94]}\n")
+    later = host / "journal-k.log"
+    later.write_text(
+        f"-- Boot {boot} --\n"
+        f"[80000.000000] node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 63, {MSG[63]}\n"
+        f"-- Boot {other} --\n"
+        f"[  500.000000] node-7 kernel: NVRM: Xid (PCI:0000:3b:00): 13, {MSG[13]}\n")
+    df, rejects = parse_xid_files([later, first], tz=TZ)
+    got = {r["xid"]: (r["ts"], r["ts_quality"]) for r in df.iter_rows(named=True)}
+    assert not rejects
+    for code, up in ((94, 3600), (63, 80000)):  # 63: dated through the shared boot id
+        ts, quality = got[code]
+        assert quality == "exact" and abs((ts - (B1 + timedelta(seconds=up))).total_seconds()) <= 1, code
+    assert got[13] == (None, "unknown")  # another boot, marked nowhere, its file named for no day
+    monkeypatch.setenv("FLEETFAULT_XID_NATIVE", "0")  # the Python scanner finds the same boot lines
+    assert parse_xid_files([later, first], tz=TZ)[0].equals(df)

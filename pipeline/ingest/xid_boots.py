@@ -12,7 +12,8 @@ uptime, or the kernel banner ``Linux version ...`` in a log with wall clocks) is
 file of the boot day only, or in another log of the host altogether. The boot table puts each uptime-only span of a
 file on a boot of its host:
 
-- a span whose file tells its boot is dated from it (``exact``);
+- a span whose file tells its boot is dated from it (``exact``), as is a span whose
+  journalctl boot id (``-- Boot <id> --``) a marked span in any file shares;
 - else a marked boot of the host (a marker in any of its files, or ``kernel.boot_times``)
   under which the span's lines fall on the local day the file is named for (``exact``);
 - else the span is on a boot no file marks (one before the data began, typically). Every
@@ -44,7 +45,7 @@ SAME_BOOT_S = 5.0
 
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "host": pl.Utf8, "boot_seg": pl.Int32, "up_first": pl.Float64, "up_last": pl.Float64,
-    "boot_at": pl.Datetime("us"), "day_lo": pl.Datetime("us"), "day_hi": pl.Datetime("us"),
+    "boot_at": pl.Datetime("us"), "day_lo": pl.Datetime("us"), "day_hi": pl.Datetime("us"), "boot_id": pl.Utf8,
 }
 
 _DAY_ONLY = re.compile(r"(?<!\d)(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?![-_T]?[0-2]\d[0-5]\d)(?!\d)")
@@ -76,12 +77,14 @@ def segments(df: pl.DataFrame, seg_boot: dict[int, datetime], host: str,
     n = g.height + len(banners)
     if not n:
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    ids = dict(df.filter(pl.col("boot_id").is_not_null()).group_by("seg").agg(pl.col("boot_id").first()).iter_rows())
     return pl.DataFrame({
         "host": [host] * n, "boot_seg": g["seg"].cast(pl.Int32).to_list() + [-1 - k for k in range(len(banners))],
         "up_first": g["up_first"].to_list() + [0.0] * len(banners),
         "up_last": g["up_last"].to_list() + [0.0] * len(banners),
         "boot_at": [seg_boot.get(s) for s in g["seg"].to_list()] + list(banners),
         "day_lo": [lo] * n, "day_hi": [hi] * n,
+        "boot_id": [ids.get(s) for s in g["seg"].to_list()] + [None] * len(banners),
     }, schema=SEGMENT_SCHEMA)
 
 
@@ -103,15 +106,20 @@ def boot_table(segs: pl.DataFrame, config_boots: dict[str, datetime] | None = No
 
     config_boots = config_boots or {}
     rows: list[tuple] = []
+    if "boot_id" not in segs.columns:
+        segs = segs.with_columns(boot_id=pl.lit(None, pl.Utf8))
     segs = segs.with_columns(hk=pl.col("host").map_elements(host_key, return_dtype=pl.Utf8))
     for (hk,), g in segs.group_by("hk", maintain_order=True):
         marks = _merge([b for b in g["boot_at"].to_list() if b is not None] +
                        ([config_boots[hk]] if hk in config_boots else []))
+        # journalctl's boot id names one boot in every file: a marker in one dates them all
+        by_id = {i: b for i, b in g.filter(pl.col("boot_id").is_not_null() & pl.col("boot_at").is_not_null())
+                 .select("boot_id", "boot_at").iter_rows()}
         open_: list[dict] = []
         for r in g.sort("day_lo", "up_first", nulls_last=True).iter_rows(named=True):
             key = (r["file_id"], r["boot_seg"])
-            if r["boot_at"] is not None:
-                rows.append((*key, r["boot_at"], "exact", 0.0))
+            if r["boot_at"] is not None or r["boot_id"] in by_id:
+                rows.append((*key, r["boot_at"] or by_id[r["boot_id"]], "exact", 0.0))
                 continue
             if r["day_lo"] is None:
                 continue  # no day to place it by: only its own file could have dated it
@@ -128,12 +136,14 @@ def boot_table(segs: pl.DataFrame, config_boots: dict[str, datetime] | None = No
         for r in open_:
             c = clusters[-1] if clusters else None
             if (c is not None and max(c["lo"], r["lo"]) <= min(c["hi"], r["hi"])
-                    and r["up_first"] >= c["up_last"] - SLACK_S):
+                    and r["up_first"] >= c["up_last"] - SLACK_S
+                    and not (c["boot_id"] and r["boot_id"] and c["boot_id"] != r["boot_id"])):
                 c["lo"], c["hi"] = max(c["lo"], r["lo"]), min(c["hi"], r["hi"])
                 c["up_last"] = max(c["up_last"], r["up_last"])
                 c["keys"].append((r["file_id"], r["boot_seg"]))
+                c["boot_id"] = c["boot_id"] or r["boot_id"]
             else:
-                clusters.append({"lo": r["lo"], "hi": r["hi"], "up_last": r["up_last"],
+                clusters.append({"lo": r["lo"], "hi": r["hi"], "up_last": r["up_last"], "boot_id": r["boot_id"],
                                  "keys": [(r["file_id"], r["boot_seg"])]})
         for c in clusters:
             half = (c["hi"] - c["lo"]).total_seconds() / 2

@@ -99,6 +99,8 @@ RM_INIT_TEXT = "RmInitAdapter failed"
 RTC_RS = (r"setting system clock to (?P<iso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2})"
           r"(?: UTC)?(?: \((?P<epoch>[0-9]+)\))?")
 FELL_TEXT = "GPU has fallen off the bus"
+#: journalctl's line between boots in its text output; the id names the boot in every file.
+JOURNAL_BOOT_RS = r"^-- Boot ([0-9a-f]{32}) --"
 
 
 def canonical_pci(dom: str, bus: str, dev: str, fn: str | None = None) -> str:

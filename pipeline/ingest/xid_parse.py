@@ -89,6 +89,7 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         rm_init=pl.col("text").str.extract_groups(fmt.RM_INIT_RS),
         is_rm_init=pl.col("text").str.contains(fmt.RM_INIT_RS),
         banner=pl.col("text").str.starts_with("Linux version "),
+        boot_id=pl.col("line").str.extract(fmt.JOURNAL_BOOT_RS, 1),
         rtc=pl.col("text").str.extract_groups(fmt.RTC_RS),
     )
     rest = pl.col("text").str.replace(fmt.EVENT_HEAD_RS, "").str.strip_chars()
@@ -101,7 +102,7 @@ def _extract(lines: list[str]) -> pl.DataFrame:
     pid = pid_txt.cast(pl.Int64, strict=False)
     return df.select(
         "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "fell1", "rm_init", "is_rm_init", "banner",
-        "rtc", "p",
+        "boot_id", "rtc", "p",
         kind=pl.col("e").struct.field("kind"),
         xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
         pci_bus_id=_pci(pl.col("e").struct.field("pci")),
@@ -134,9 +135,9 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None, latest:
     p = pl.col("p").struct
     up = pl.coalesce(p.field("up"), p.field("up2")).cast(pl.Float64, strict=False)
     df = df.with_columns(uptime_s=up)
-    # A new boot where the uptime goes back.
+    # A new boot where the uptime goes back, or where journalctl says so (-- Boot <id> --).
     back = (pl.col("uptime_s") + 1e-6 < pl.col("uptime_s").forward_fill().shift(1)).fill_null(False)
-    df = df.with_columns(seg=back.cum_sum().cast(pl.Int32))
+    df = df.with_columns(seg=(back | pl.col("boot_id").is_not_null()).cum_sum().cast(pl.Int32))
     mon = pl.coalesce(p.field("bsd_mon"), p.field("hm_mon")).replace_strict(_MONTHS, default=None, return_dtype=pl.Int32)
     day = pl.coalesce(p.field("bsd_day"), p.field("hm_day")).cast(pl.Int32, strict=False)
     hms = pl.coalesce(p.field("bsd_time"), p.field("hm_time") + ":00")
