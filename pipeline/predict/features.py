@@ -16,7 +16,6 @@ first failure or its removal: later days are not in service. ``label`` and
 from __future__ import annotations
 
 import logging
-import re
 from datetime import date, datetime, timedelta, timezone
 
 from pipeline.config import Config
@@ -72,10 +71,9 @@ NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
 ) + CLASS_COUNTS + ("lost_markers_7d",)
 
-#: gpu_days columns counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
-#: [Unknown Error]) where the telemetry ingest provides them; any numeric column whose name
-#: matches is summed, so the predictor works before and after the ingest adds it.
-LOST_MARKER_PATTERN = re.compile(r"(gpu_lost|lost_marker|marker|requires_reset|unknown_error)", re.I)
+#: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
+#: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
+LOST_MARKER_COLUMN = "gpu_error_samples"
 
 #: Every model input.
 FEATURES: tuple[str, ...] = NUMERIC + CATEGORICAL
@@ -325,11 +323,10 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
 
 
 def lost_marker_columns(wh: Warehouse) -> tuple[str, ...]:
-    """The numeric ``gpu_days`` columns that count failing-GPU marker samples (may be none)."""
-    rows = wh.sql("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'gpu_days'",
+    """The ``gpu_days`` column that counts failing-GPU marker samples, where it exists."""
+    rows = wh.sql("SELECT column_name FROM information_schema.columns WHERE table_name = 'gpu_days'",
                   step="predict: gpu_days columns")
-    numeric = ("INTEGER", "BIGINT", "DOUBLE", "FLOAT", "HUGEINT", "SMALLINT", "DECIMAL")
-    return tuple(c for c, t in rows if LOST_MARKER_PATTERN.search(c) and str(t).upper().startswith(numeric))
+    return tuple(c for (c,) in rows if c == LOST_MARKER_COLUMN)
 
 
 def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None) -> int:

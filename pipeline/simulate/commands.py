@@ -32,6 +32,8 @@ def register(app: typer.Typer) -> None:
         start: Annotated[Optional[str], typer.Option("--start", help="First day (UTC), YYYY-MM-DD. Default 2025-03-01.")] = None,
         accel: Annotated[float, typer.Option("--accel", help="Multiply every failure and event rate (1 = realistic).")] = 1.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+        copytruncate_share: Annotated[float, typer.Option("--copytruncate-share", help="Share of hosts (0-1) whose nvidia-smi logger ran before the data began, so their files carry a header only where it restarted.")] = 0.0,
+        daily_dmesg_share: Annotated[float, typer.Option("--daily-dmesg-share", help="Share of hosts (0-1) writing raw dmesg (uptime stamps only) to a file per local day.")] = 0.0,
     ) -> None:
         """Write a synthetic GPU fleet (telemetry, kernel logs, tickets, inventory) and its ground truth.
 
@@ -52,9 +54,13 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--interval must be at least 1 second, got {interval}")
         if accel <= 0:
             raise UsageError(f"--accel must be positive, got {accel}")
+        for name, value in (("--copytruncate-share", copytruncate_share), ("--daily-dmesg-share", daily_dmesg_share)):
+            if not 0 <= value <= 1:
+                raise UsageError(f"{name} must be between 0 and 1, got {value}")
+        shares = {"copytruncate_share": copytruncate_share, "daily_dmesg_share": daily_dmesg_share}
         t0 = _parse_start(start)
         if quiet or not console.is_terminal:
-            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel)
+            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, **shares)
         else:
             cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn())
@@ -64,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 def tick(host: str, done: int, total: int) -> None:
                     progress.update(task, completed=done, total=total, description=f"simulating {host}")
 
-                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick)
+                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick, **shares)
         out_console.print(
             f"wrote {len(sim.hosts)} hosts, {len(sim.gpus)} GPU serials, {len(sim.failure_rows)} GPU failures, "
             f"{len(sim.service_rows)} tickets to {out}/ (truth in {out}/truth/)")

@@ -29,7 +29,8 @@ LAYOUT = ("inventory.csv", "telemetry", "kernel", "tickets", "truth")
 
 def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: float = 300.0,
              start: datetime = DEFAULT_START, accel: float = 1.0,
-             on_host: Callable[[str, int, int], None] | None = None) -> FleetSim:
+             on_host: Callable[[str, int, int], None] | None = None,
+             copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0) -> FleetSim:
     """Simulate a fleet and write it in the input layout with its ground truth.
 
     Parameters
@@ -42,6 +43,10 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         Seconds between nvidia-smi samples.
     on_host : callable, optional
         Called with (host name, hosts done, hosts in all) after each host is written.
+    copytruncate_share, daily_dmesg_share : float
+        Share of hosts whose nvidia-smi header is only where the collector restarted (it
+        ran before the data began), and whose kernel log is raw ``dmesg`` per local day
+        (:func:`~pipeline.simulate.styles.host_style`); 0 keeps every host's usual style.
 
     Returns
     -------
@@ -59,7 +64,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
             p.unlink()
     sim = simulate_fleet(gpus, days, seed, start=start, accel=accel)
     truth.write_csv(out / "inventory.csv", truth.INVENTORY_COLUMNS, sim.gpus)
-    styles = {h.name: host_style(h) for h in sim.hosts}
+    styles = {h.name: host_style(h, copytruncate_share=copytruncate_share, daily_dmesg_share=daily_dmesg_share)
+              for h in sim.hosts}
     effects: dict[int, list] = {}
     for e in sim.effects:
         effects.setdefault(e.host, []).append(e)
@@ -82,6 +88,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
     new_serials = {f["serial"]: f["new_serial"] for f in sim.failure_rows}
     ticket_rows = write_tickets(sim, out / "tickets", new_serials)
     params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval)}
+    if copytruncate_share or daily_dmesg_share:  # (the defaults' params.json is unchanged)
+        params.update(copytruncate_share=float(copytruncate_share), daily_dmesg_share=float(daily_dmesg_share))
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
     log.info("simulated %d hosts, %d failures, %d tickets into %s", len(sim.hosts), len(sim.failure_rows),
