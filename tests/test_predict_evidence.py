@@ -267,9 +267,8 @@ def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_pat
 def test_failing_gpu_markers_counted_by_the_ingest_raise_the_gpu(tmp_path):
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         _fleet(wh)
-        # the telemetry ingest may add such a count; any numeric column named like it is read
-        wh.sql("ALTER TABLE gpu_days ADD COLUMN lost_marker_samples BIGINT")
-        wh.sql("UPDATE gpu_days SET lost_marker_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)])
+        # the telemetry ingest counts [GPU is lost]-style samples per GPU-day
+        wh.sql("UPDATE gpu_days SET gpu_error_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)])
         build_features(wh, Config())
         table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
     table = table.set_index("serial")
