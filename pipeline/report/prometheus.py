@@ -10,14 +10,13 @@ requires, so node_exporter never reads half a file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from pipeline.report.atomic import write_atomic
 from pipeline.warehouse import Warehouse
 
 #: Xid counts are given over this many days before the last event day, and over all records.
@@ -92,16 +91,4 @@ def render(wh: Warehouse) -> str:
 
 def write_textfile(wh: Warehouse, path: str | Path) -> Path:
     """Write the metrics atomically to ``path`` (conventionally ``*.prom``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(wh)
-    fd, tmp = tempfile.mkstemp(prefix=".fleetfault-", suffix=".prom.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, render(wh))
