@@ -82,11 +82,16 @@ def metric_families(wh: Warehouse) -> list[GaugeMetricFamily]:
     return [risk, rank, xids, meta, written]
 
 
+def exposition(families: list[GaugeMetricFamily]) -> str:
+    """Metric families in the text exposition format (prometheus_client escapes the labels)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry).decode("utf-8")
+
+
 def render(wh: Warehouse) -> str:
     """The text exposition format of :func:`metric_families`."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(metric_families(wh)))
-    return generate_latest(registry).decode("utf-8")
+    return exposition(metric_families(wh))
 
 
 def write_textfile(wh: Warehouse, path: str | Path) -> Path:
