@@ -285,6 +285,20 @@ def test_sample_report_says_simulated_and_what_it_cannot_judge(sample_warehouse)
     # 6 failures in 3,778 GPU-days: no group can show a 2x difference, and the section says how
     # much exposure each would need instead of a bare "little exposure"
     assert "Too little exposure to judge" in sec and "GPU-days needed" in sec
+    assert "a real fleet would need about 8 times these GPU-days" in sec
     rows = re.findall(r"<td class=num>([\d,]+)</td><td class=num>(\d+)</td><td>≥ [\d.]+×</td><td class=num>([\d,]+)</td>", sec)
     assert len(rows) == sum(g["verdict"] == TOO_LITTLE for g in snap["groups"]) > 0
     assert all(float(need.replace(",", "")) > float(days.replace(",", "")) for days, _, need in rows)
+
+
+def test_report_command_takes_the_data_folder_for_the_banner(tmp_path):
+    from pipeline.cli import main
+    from pipeline.warehouse import Warehouse
+
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        fill_warehouse(wh)
+    data = _marker(tmp_path, accel=5)
+    out = tmp_path / "r" / "report.html"
+    assert main(["report", "-o", str(out), "--warehouse", str(tmp_path / "wh.duckdb"), "--data", str(data)]) == 0
+    assert "Simulated data: failure rates ×5" in out.read_text(encoding="utf-8")
+    assert changes.history_path(out).exists()

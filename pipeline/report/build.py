@@ -131,7 +131,7 @@ class _Builder:
         base, same = changes.baseline(self.history, self.snapshot)
         lines = changes.describe(self.snapshot, base) if base is not None else []
         body, sheets = findings_html.render(f, self.cfg, change_lines=lines, base=base, same=same,
-                                            problem=self.history_problem)
+                                            problem=self.history_problem, rate_multiplier=self.origin.rate_multiplier)
         self.sheets.update(sheets)
         return body
 
@@ -347,8 +347,11 @@ class _Builder:
             ]),
             "<h3>Caveats</h3>",
             h.bullets([
-                f"Groups with less than {c.min_gpu_days:,.0f} GPU-days have wide intervals; read the interval, "
-                "not the point estimate.",
+                f"A group is judged only when a {self.cfg.report.detect_rate_ratio:g}× difference from the rest of the "
+                f"fleet would be detected {self.cfg.report.power:.0%} of the time by the same exact test (power "
+                "computed exactly for the group's and the rest's GPU-days at the fleet's rate); below that it has "
+                "too little exposure to judge, whatever its GPU-days, and the Findings give the exposure it needs. "
+                "Read the interval, not the point estimate.",
                 "Ticket coding is automatic; tickets below the confidence threshold await review and are not "
                 "counted until a person codes them.",
                 "Unlinked tickets and Xid events (see Data quality) are missing from the per-GPU numbers.",

@@ -97,7 +97,7 @@ def _differences(f: Findings, cfg: Config) -> str:
     return "".join(out)
 
 
-def _too_little(f: Findings, cfg: Config) -> tuple[str, pl.DataFrame]:
+def _too_little(f: Findings, cfg: Config, rate_multiplier: float = 1.0) -> str:
     rep = cfg.report
     rows = f.by_verdict(TOO_LITTLE)
     none = f.by_verdict(NO_FAILURES)
@@ -105,17 +105,19 @@ def _too_little(f: Findings, cfg: Config) -> tuple[str, pl.DataFrame]:
     if none.height:
         out.append(h.para("No GPU failure is recorded yet, so no group can be judged: the rates are all zero "
                           "with intervals as wide as their exposure allows."))
-        return "".join(out), pl.DataFrame()
+        return "".join(out)
     if not rows.height:
         out.append(h.para("Every group has enough exposure to be judged."))
-        return "".join(out), pl.DataFrame()
+        return "".join(out)
     out.append(h.para(
         f"{rows.height:,} of {f.groups.height:,} groups could not show even a {rep.detect_rate_ratio:g}× difference "
         f"from the rest of the fleet: with the {f.facts.get('failures', 0):,} failures the fleet has recorded, a "
         f"difference that large would be detected less than {rep.power:.0%} of the time. \"Detectable now\" is the "
         f"smallest difference today's exposure would find {rep.power:.0%} of the time; \"GPU-days needed\" is the "
         f"group's exposure at which a {rep.detect_rate_ratio:g}× difference would be (the rest of the fleet growing "
-        f"with it), and the time is at the group's current size."))
+        f"with it), and the time is at the group's current size."
+        + (f" These records' failure rates are multiplied by {rate_multiplier:g} (see the banner): a real fleet "
+           f"would need about {rate_multiplier:g} times these GPU-days and times." if rate_multiplier > 1 else "")))
     table = rows.sort(["more_days", "more_gpu_days", "dimension", "group_value"], nulls_last=True).select(
         "dimension", pl.col("group_value").alias("group"), "gpu_days", "failures",
         pl.col("detectable_ratio").map_elements(lambda x: "none" if not math.isfinite(x) else f"≥ {x:.1f}×",
@@ -125,7 +127,7 @@ def _too_little(f: Findings, cfg: Config) -> tuple[str, pl.DataFrame]:
     out.append(h.table(table, formats={"gpu_days": ",.0f", "GPU-days needed": ",.0f", "more GPU-days": ",.0f"},
                        labels={"gpu_days": "GPU-days", "GPU-days needed": "GPU-days needed",
                                "more GPU-days": "more GPU-days"}, limit=30))
-    return "".join(out), table
+    return "".join(out)
 
 
 def _modes(f: Findings) -> str:
@@ -163,16 +165,16 @@ def _changes(lines: list[str], base: dict | None, same: dict | None, problem: st
 
 
 def render(f: Findings, cfg: Config, *, change_lines: list[str], base: dict | None, same: dict | None,
-           problem: str | None) -> tuple[str, dict[str, pl.DataFrame]]:
-    """The section's HTML and its workbook sheets."""
+           problem: str | None, rate_multiplier: float = 1.0) -> tuple[str, dict[str, pl.DataFrame]]:
+    """The section's HTML and its workbook sheets (``rate_multiplier``: the records' failure
+    rates against a real fleet's, see :mod:`pipeline.report.origin`)."""
     sheets: dict[str, pl.DataFrame] = {}
     if f.groups.height:
         sheets["findings"] = f.groups
     body = [_lead(f, cfg)]
     if f.groups.height:
         body.append(_differences(f, cfg))
-        html, _ = _too_little(f, cfg)
-        body.append(html)
+        body.append(_too_little(f, cfg, rate_multiplier))
     elif f.facts.get("afr_pct") is not None:
         body.append(h.no_data("no group could be compared", "The comparison needs models, vendors or batches in the inventory."))
     body.append(_modes(f))
