@@ -201,9 +201,11 @@ class _Builder:
             self.sheets["survival_by_model"] = km
             band = ("shaded: 95% band." if km["ci_low"].drop_nulls().len() else
                     "no interval band: the survival stage gave none for these curves.")
+            flat = km.group_by("model").agg(pl.col("events").fill_null(0).sum()).filter(pl.col("events") == 0).height
+            note = (" Groups without a replacement stay at 100% and are named in the legend, not drawn."
+                    if flat else "")
             out.append(h.figure(charts.survival_curves(km, "model"), "Kaplan-Meier survival by model",
-                                f"Share of GPUs not yet replaced, by age; {band} Groups without a replacement "
-                                "stay at 100% and are named in the legend, not drawn."))
+                                f"Share of GPUs not yet replaced, by age; {band}{note}"))
         else:
             out.append(h.no_data("no lifetimes to draw survival curves from"))
         if wb.height:
