@@ -80,6 +80,8 @@ def test_failed_run_is_recorded_and_keeps_the_last_success(tmp_path):
     from pipeline.run import run_pipeline
 
     out = tmp_path / "out"
+    assert write_status(out, RunRecord(1.0, 2.0, 2)) is None and not out.exists()  # never creates the folder
+    out.mkdir()
     write_status(out, RunRecord(1_700_000_000.0, 1_700_000_600.0, 0))
     assert _run_status(out)["fleetfault_run_last_success_timestamp_seconds"] == 1_700_000_600.0
     with pytest.raises(UsageError):
@@ -91,12 +93,11 @@ def test_failed_run_is_recorded_and_keeps_the_last_success(tmp_path):
     assert not list(out.glob(".fleetfault-*"))
 
 
-def test_unwritable_status_folder_is_a_warning_not_a_crash(tmp_path):
-    from pipeline.report.run_status import RunRecord, write_status
+def test_unwritable_status_file_is_a_warning_not_a_crash(tmp_path):
+    from pipeline.report.run_status import FILE_NAME, RunRecord, write_status
 
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    assert write_status(blocker / "out", RunRecord(0.0, 1.0, 3)) is None
+    (tmp_path / FILE_NAME).mkdir()  # something that cannot be replaced by a file
+    assert write_status(tmp_path, RunRecord(0.0, 1.0, 3)) is None
 
 
 @pytest.mark.xdist_group("sample")

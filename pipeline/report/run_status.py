@@ -3,7 +3,7 @@
 Writes ``fleetfault_run.prom`` in the run's output folder (the folder node_exporter's textfile
 collector reads) when :func:`pipeline.run.run_pipeline` returns or raises: its exit code (0
 all loaded, 1 input quarantined, 2 usage/config/environment, 3 internal error — before
-``--accept-rejects`` turns 1 into 0), start and end times, rows quarantined, and the end of
+``--accept-rejects`` turns 1 into 0; 130 when interrupted), start and end times, rows quarantined, and the end of
 the last run that produced its outputs (kept from the previous file when this one failed).
 Reads only that previous file.
 
@@ -75,15 +75,23 @@ def previous_success(path: Path) -> float | None:
         for fam in text_string_to_metric_families(path.read_text(encoding="utf-8")):
             if fam.name == "fleetfault_run_last_success_timestamp_seconds" and fam.samples:
                 return fam.samples[0].value
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # absent or damaged: no earlier success to keep
         log.info("run status: ignoring %s: %s", path, exc)
     return None
 
 
 def write_status(out_dir: str | Path, rec: RunRecord) -> Path | None:
-    """Write ``fleetfault_run.prom`` in ``out_dir``; None (with a warning) when the folder is not
-    writable: the missing update is what the stale-textfile alert is for."""
+    """Write ``fleetfault_run.prom`` in ``out_dir``; None (with a warning) when it cannot be
+    written: the missing update is what the stale-textfile alert is for.
+
+    Only into a folder that exists (the run creates it as soon as it writes anything): a
+    mistyped ``--out`` or a usage error must not leave a folder behind, and node_exporter can
+    only be reading a folder that exists.
+    """
     path = Path(out_dir) / FILE_NAME
+    if not Path(out_dir).is_dir():
+        log.info("run status: %s does not exist; not recorded", out_dir)
+        return None
     if rec.last_success is None:
         rec.last_success = rec.ended if rec.exit_code in PRODUCED else previous_success(path)
     try:
@@ -109,6 +117,9 @@ def recorded(run):
             return reports, code
         except FleetfaultError as exc:
             code = exc.exit_code
+            raise
+        except KeyboardInterrupt:
+            code = 130  # the shell's code for an interrupted command
             raise
         finally:
             write_status(out_dir, RunRecord(started, time.time(), code, quarantined))
