@@ -2,9 +2,10 @@
 
 Writes ``fleetfault_run.prom`` in the run's output folder (the folder node_exporter's textfile
 collector reads) when :func:`pipeline.run.run_pipeline` returns or raises: its exit code (0
-all loaded, 1 input quarantined, 2 usage/config/environment, 3 internal error — before
-``--accept-rejects`` turns 1 into 0; 130 when interrupted), start and end times, rows quarantined, and the end of
-the last run that produced its outputs (kept from the previous file when this one failed).
+all loaded, 1 input quarantined, 2 usage/config/environment, 3 internal error, 130
+interrupted; before ``--accept-rejects`` turns 1 into 0), start and end times, rows
+quarantined, and the end of the last run that produced its outputs (kept from the previous
+file when this one failed).
 Reads only that previous file.
 
 Why a second file: ``fleetfault.prom`` is written by the report stage, which a failed night
