@@ -71,6 +71,17 @@ def _compare(rows):
         "sentence": pl.Utf8})
 
 
+def test_a_group_without_failures_is_described_by_what_was_expected():
+    from pipeline.report.findings_html import _difference
+
+    row = {"dimension": "vendor", "group_value": "Inspur", "model": "A100", "rate_ratio": 0.0, "rr_ci_low": 0.0,
+           "rr_ci_high": 0.72, "failures": 0, "gpu_days": 4800.0, "rest_failures": 37, "rest_gpu_days": 33179.0,
+           "p_adjusted": 0.032}
+    text = _difference(row, 0.95)
+    assert text.startswith("vendor Inspur (A100) had no failure where the rest of the fleet's rate predicts 5.4")
+    assert "95% CI 0.00–0.72" in text and "adjusted p = 0.032" in text
+
+
 def test_judge_assigns_every_verdict():
     df = _compare([
         ("batch", "bad", "H100", 2000.0, 40, 8000.0, 40, 4.0, 2.5, 6.3, 1e-9, 1e-8, True, "x"),
@@ -286,7 +297,8 @@ def test_sample_report_says_simulated_and_what_it_cannot_judge(sample_warehouse)
     # much exposure each would need instead of a bare "little exposure"
     assert "Too little exposure to judge" in sec and "GPU-days needed" in sec
     assert "a real fleet would need about 8 times these GPU-days" in sec
-    rows = re.findall(r"<td class=num>([\d,]+)</td><td class=num>(\d+)</td><td>≥ [\d.]+×</td><td class=num>([\d,]+)</td>", sec)
+    rows = re.findall(r"<td class=num>([\d,]+)</td><td class=num>(\d+)</td><td>[\d.]+ \([\d.]+–[\d.∞]+\)</td>"
+                      r"<td>≥ [\d.]+×</td><td class=num>([\d,]+)</td>", sec)
     assert len(rows) == sum(g["verdict"] == TOO_LITTLE for g in snap["groups"]) > 0
     assert all(float(need.replace(",", "")) > float(days.replace(",", "")) for days, _, need in rows)
 

@@ -42,8 +42,13 @@ def _p(x: float | None) -> str:
 
 def _difference(r: dict, conf: float) -> str:
     rr = r["rate_ratio"]
-    head = ("fails while the rest of the fleet had none" if rr is None
-            else f"fails {_ratio(rr)}× the rate of the rest of the fleet")
+    if rr is None:
+        head = "fails while the rest of the fleet had none"
+    elif rr == 0:  # "0.00x" reads like a typo: say what was expected instead
+        expected = r["rest_failures"] / r["rest_gpu_days"] * r["gpu_days"] if r["rest_gpu_days"] else 0.0
+        head = f"had no failure where the rest of the fleet's rate predicts {expected:.1f}"
+    else:
+        head = f"fails {_ratio(rr)}× the rate of the rest of the fleet"
     return (f"{_who(r)} {head} ({conf:.0%} CI {_ratio(r['rr_ci_low'])}–{_ratio(r['rr_ci_high'])}; "
             f"{r['failures']:,} failures in {r['gpu_days']:,.0f} GPU-days; adjusted {_p(r['p_adjusted'])})")
 
@@ -115,11 +120,16 @@ def _too_little(f: Findings, cfg: Config, rate_multiplier: float = 1.0) -> str:
         f"difference that large would be detected less than {rep.power:.0%} of the time. \"Detectable now\" is the "
         f"smallest difference today's exposure would find {rep.power:.0%} of the time; \"GPU-days needed\" is the "
         f"group's exposure at which a {rep.detect_rate_ratio:g}× difference would be (the rest of the fleet growing "
-        f"with it), and the time is at the group's current size."
+        f"with it), and the time is at the group's current size. \"× rest\" is the group's rate against the "
+        f"rest of the fleet: an interval that excludes 1 here did not survive the adjustment for comparing "
+        f"{f.groups.height:,} groups at once, so it is a lead to watch, not a finding."
         + (f" These records' failure rates are multiplied by {rate_multiplier:g} (see the banner): a real fleet "
            f"would need about {rate_multiplier:g} times these GPU-days and times." if rate_multiplier > 1 else "")))
     table = rows.sort(["more_days", "more_gpu_days", "dimension", "group_value"], nulls_last=True).select(
         "dimension", pl.col("group_value").alias("group"), "gpu_days", "failures",
+        pl.struct("rate_ratio", "rr_ci_low", "rr_ci_high").map_elements(
+            lambda r: f"{_ratio(r['rate_ratio'])} ({_ratio(r['rr_ci_low'])}–{_ratio(r['rr_ci_high'])})",
+            return_dtype=pl.Utf8).alias("× rest (95% CI)"),
         pl.col("detectable_ratio").map_elements(lambda x: "none" if not math.isfinite(x) else f"≥ {x:.1f}×",
                                                 return_dtype=pl.Utf8).alias("detectable now"),
         pl.col("needed_gpu_days").alias("GPU-days needed"), pl.col("more_gpu_days").alias("more GPU-days"),
