@@ -16,8 +16,9 @@ from scipy.stats import binomtest
 
 from pipeline.config import Config, config_from_dict
 from pipeline.report import changes, charts, findings, origin
-from pipeline.report.build import build_report
-from pipeline.report.findings import LIKE, MORE, NO_FAILURES, TOO_LITTLE
+from pipeline.report import tables
+from pipeline.report.build import build_report, findings_section
+from pipeline.report.findings import LIKE, MORE, NO_FAILURES, TOO_LITTLE, gather
 from pipeline.report.stage import write_outputs
 from test_report import fill_warehouse
 
@@ -146,17 +147,25 @@ def test_afr_tables_carry_the_verdicts(filled_report):
     assert "little exposure: read the interval" not in rep.html
 
 
+def _findings_now(wh, history):
+    """The Findings section for the warehouse as it is (without drawing the rest of the report)."""
+    cfg = Config()
+    found = gather(wh, cfg, tables.summary(wh, cfg))
+    body, _, snap = findings_section(found, cfg, origin.Origin(), history)
+    return body, snap
+
+
 def test_what_changed_is_kept_and_compared(wh, tmp_path):
     fill_warehouse(wh)
-    cfg, at = Config(), tmp_path / "out" / "report.html"
-    first = build_report(wh, cfg, at=at)
-    first.write(at)
+    at = tmp_path / "out" / "report.html"
+    build_report(wh, Config(), at=at).write(at)
     hist = changes.history_path(at)
-    assert json.loads(hist.read_text())["snapshots"][0]["failures"] == 12
-    again = build_report(wh, cfg, at=at)
-    assert "No new records since the report of" in _section(again.html, "findings")
-    again.write(at)
-    # one more failure in the bad batch's rival: a new night with different records
+    history = changes.load(hist)[0]
+    assert [s["failures"] for s in history] == [12]
+    again, snap = _findings_now(wh, history)
+    assert "No new records since the report of" in again
+    history.append(snap)
+    # one more GPU replaced in another batch: a new night with different records
     serial = wh.scalar("SELECT serial FROM inventory WHERE batch = 'B-2024-03' AND serial NOT IN "
                        "(SELECT serial FROM failures) ORDER BY serial LIMIT 1")
     when = datetime(2025, 5, 20, 9)
@@ -164,12 +173,9 @@ def test_what_changed_is_kept_and_compared(wh, tmp_path):
            "? AS closed_at) FROM tickets WHERE ticket_id = 'T-1001'", [serial, when, when])
     wh.insert("failures", pl.DataFrame({"serial": [serial], "failed_at": [when], "ticket_id": ["T-9999"],
                                         "part_code": ["GPU"], "symptom_code": ["OVERHEAT"]}))
-    third = build_report(wh, cfg, at=at)
-    sec = _section(third.html, "findings")
-    assert "+1 GPU failures (12 → 13)" in sec
-    assert "Compared with the report of" in sec
-    third.write(at)
-    assert len(json.loads(hist.read_text())["snapshots"]) == 3
+    third, _ = _findings_now(wh, history)
+    assert "+1 GPU failures (12 → 13)" in third
+    assert f"Compared with the report of {history[-1]['generated_at']}" in third  # the newest earlier one
 
 
 def test_describe_names_verdict_changes():
@@ -228,8 +234,8 @@ def test_banner_from_the_simulators_marker(wh, tmp_path):
     assert "at real rates" in banner
     assert doc.index('id="data-origin"') < doc.index('<section id="findings"')
     # `fleetfault report` into the same folder, without the data folder: the banner stays
-    again = build_report(wh, Config(), at=out / "report.html")
-    assert "Simulated data: failure rates ×8" in again.html
+    kept = origin.resolve(Config(), None, changes.load(changes.history_path(paths["report"]))[0])
+    assert (kept.simulated, kept.rate_multiplier) == (True, 8.0)
 
 
 def test_banner_rules(tmp_path):

@@ -97,6 +97,18 @@ def build_report(wh: Warehouse, cfg: Config, *, at: str | Path | None = None,
     return Report(doc, b.sheets, [sid for sid, _, _ in rendered], snapshot=b.snapshot, history=history)
 
 
+def findings_section(found: Findings, cfg: Config, data_origin: origin.Origin, history: list[dict],
+                     problem: str | None = None) -> tuple[str, dict[str, pl.DataFrame], dict]:
+    """The Findings section on its own: (body HTML, workbook sheets, the snapshot to keep),
+    compared with ``history`` (the snapshots of earlier reports, oldest first)."""
+    snap = changes.snapshot(found, data_origin.as_dict())
+    base, same = changes.baseline(history, snap)
+    lines = changes.describe(snap, base) if base is not None else []
+    body, sheets = findings_html.render(found, cfg, change_lines=lines, base=base, same=same, problem=problem,
+                                        rate_multiplier=data_origin.rate_multiplier)
+    return body, sheets, snap
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
@@ -126,12 +138,8 @@ class _Builder:
         return self._findings
 
     def findings(self) -> str:
-        f = self.found
-        self.snapshot = changes.snapshot(f, self.origin.as_dict())
-        base, same = changes.baseline(self.history, self.snapshot)
-        lines = changes.describe(self.snapshot, base) if base is not None else []
-        body, sheets = findings_html.render(f, self.cfg, change_lines=lines, base=base, same=same,
-                                            problem=self.history_problem, rate_multiplier=self.origin.rate_multiplier)
+        body, sheets, self.snapshot = findings_section(self.found, self.cfg, self.origin, self.history,
+                                                       self.history_problem)
         self.sheets.update(sheets)
         return body
 
