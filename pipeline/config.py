@@ -143,6 +143,16 @@ class Predict:
 @dataclass(frozen=True)
 class Report:
     title: str = "GPU fleet reliability"
+    # "auto": simulated when the data folder holds the simulator's truth/params.json;
+    # "real" or "simulated" to say so (fleetfault report has no data folder to look at).
+    data_origin: str = "auto"
+    # The factor the data's failure rates are multiplied by (simulate --accel); 0: from the
+    # simulator's marker, else 1. Above 1 the report carries an "accelerated" banner.
+    rate_multiplier: float = 0.0
+    # Findings: a group has enough exposure to judge when a difference of this rate ratio
+    # would be detected with this power (two-sided, at stats.confidence).
+    detect_rate_ratio: float = 2.0
+    power: float = 0.8
 
 
 @dataclass(frozen=True)
@@ -296,6 +306,16 @@ def _check_values(values: dict, problems: list[str]) -> None:
     stats = values.get("stats")
     if stats is not None and not 0 < stats.confidence < 1:
         problems.append(f"stats.confidence: must be between 0 and 1, got {stats.confidence}")
+    rep = values.get("report")
+    if rep is not None:
+        if rep.data_origin not in ("auto", "real", "simulated"):
+            problems.append(f"report.data_origin: must be auto, real or simulated, got {rep.data_origin!r}")
+        if rep.rate_multiplier < 0:
+            problems.append(f"report.rate_multiplier: must be 0 (auto) or positive, got {rep.rate_multiplier}")
+        if not rep.detect_rate_ratio > 1:
+            problems.append(f"report.detect_rate_ratio: must be above 1, got {rep.detect_rate_ratio}")
+        if not 0 < rep.power < 1:
+            problems.append(f"report.power: must be between 0 and 1, got {rep.power}")
     pred = values.get("predict")
     if pred is not None and pred.horizon_days < 1:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")

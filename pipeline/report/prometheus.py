@@ -11,14 +11,13 @@ requires, so node_exporter never reads half a file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from pipeline.report.atomic import write_atomic
 from pipeline.warehouse import Warehouse
 
 #: Xid counts are given over this many days before the last event day, and over all records.
@@ -112,25 +111,18 @@ def track_families(wh: Warehouse) -> list[GaugeMetricFamily]:
     return [*fam.values(), ranker]
 
 
+def exposition(families: list[GaugeMetricFamily]) -> str:
+    """Metric families in the text exposition format (prometheus_client escapes the labels)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry).decode("utf-8")
+
+
 def render(wh: Warehouse) -> str:
     """The text exposition format of :func:`metric_families`."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(metric_families(wh)))
-    return generate_latest(registry).decode("utf-8")
+    return exposition(metric_families(wh))
 
 
 def write_textfile(wh: Warehouse, path: str | Path) -> Path:
     """Write the metrics atomically to ``path`` (conventionally ``*.prom``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(wh)
-    fd, tmp = tempfile.mkstemp(prefix=".fleetfault-", suffix=".prom.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, render(wh))
