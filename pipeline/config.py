@@ -79,7 +79,8 @@ class Tickets:
 
 @dataclass(frozen=True)
 class Normalize:
-    # Scores (0-100) at or above this are coded automatically; below go to review.
+    # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
+    # this are coded automatically; below go to review.
     auto_threshold: float = 85.0
     # Replace the bundled taxonomy (schemas/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
