@@ -14,7 +14,8 @@ Modes:
 * ``--learned``: the learned layer's gain on a time split: tickets in writing order (the number
   in the ticket id), the first ``--train-share`` as history (reviewed: their gold codes where
   the rules left them to review, the rules' codes where confident), the rest measured with
-  the rules alone and with the layer trained on that history.
+  the rules alone and with the layer trained on that history; ``--sim N`` does the same on N
+  simulator tickets (``bench_normalize.make_tickets``) instead of the file.
 
 Run: ``python bench/bench_coding_corpus.py tests/data/coding_corpus/dev.csv [--errors]``
 """
@@ -133,7 +134,7 @@ def learned_gain(rows: pl.DataFrame, gold: pl.DataFrame, matcher, share: float) 
            .otherwise(pl.col(f"{d}_score")).alias(f"{d}_score") for d in DIMS])
     layer = LearnedLayer(matcher.threshold).fit(history)
     alone = code(late, matcher)
-    both = layer.fill(alone)
+    both = layer.fill(alone, matcher.unknown(alone))
     print(f"\ntime split: {early.height} earlier tickets as history, {late.height} later measured; "
           f"learned dimensions: {sorted(layer.models_)}")
     show("rules alone (later tickets)", table(alone, gold))
@@ -148,12 +149,25 @@ def main() -> None:
     ap.add_argument("--fit-calibration", type=Path, default=None)
     ap.add_argument("--learned", action="store_true", help="the learned layer's gain on a time split")
     ap.add_argument("--train-share", type=float, default=0.5)
+    ap.add_argument("--sim", type=int, default=0, help="with --learned: N simulator tickets (bench_normalize's) "
+                    "instead of the file, in ticket order")
     args = ap.parse_args()
 
     from pipeline.normalize.evaluate import score
     from pipeline.normalize.matcher import Matcher
 
-    rows, gold = load(args.file)
+    if args.sim:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_normalize import make_tickets
+
+        from pipeline.normalize.evaluate import by_the_guide
+
+        rows, truth = make_tickets(args.sim, 0)
+        gold = by_the_guide(truth).with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
+    else:
+        rows, gold = load(args.file)
     if args.fit_calibration:
         fit_calibration(rows, gold, args.fit_calibration)
         return

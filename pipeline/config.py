@@ -85,6 +85,12 @@ class Normalize:
     # Replace the bundled taxonomy (schemas/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
+    # Raw score -> probability table (default schemas/calibration.yaml; bench/bench_coding_corpus.py
+    # --fit-calibration fits one on your own labelled tickets).
+    calibration: str = ""
+    # The learned layer: a model trained on reviewed and confident codes fills codes the rules
+    # left to review, only where it is as sure as auto_threshold asks.
+    learn: bool = True
 
 
 @dataclass(frozen=True)
