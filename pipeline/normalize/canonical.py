@@ -27,7 +27,7 @@ _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 
-_XID = re.compile(r"(?<![a-z])(s?)x+i+d\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])(?:\s*[x×*]\s*\d+(?![0-9a-z]))?")
+_XID = re.compile(r"(?<![a-z])(s?)x+i+d+s?\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])(?:\s*[x×*]\s*\d+(?![0-9a-z]))?")
 _SXID_BARE = re.compile(r"(?<![a-z0-9])sxid(?![a-z])\d*")
 _PCI = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b")
 _SERIAL_TAG = re.compile(r"(?:\bs/?n\b|\bserial(?:\s*(?:no|number|#))?\b|序列号|序号|sn号)\s*[:：#=]?\s*[a-z0-9\-]*")
@@ -37,6 +37,7 @@ _BOILER = re.compile(
     r"reported by (?:the )?(?:customer|user)|per (?:the )?customer|users? report(?:s|ed)?|"
     r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
     r"(?:seen|found) in (?:dmesg|syslog|the logs?|logs)|\bp(?:lea)?se? check\b|\bpls check\b|\burgent\b|\basap\b|"
+    r"\bdo the needful\b|\bkindly\b|\bfyi\b|\bbitte\b|"
     r"\bdcgm diag(?:nostics?)?\b"
 )
 _BOILER_ZH = re.compile(
@@ -59,7 +60,7 @@ _SOFTWARE_PKG = frozenset("nvidia driver drivers cuda firmware fw kernel ofed nc
 # a riser, CBL-MCIO-1240M5 a cable, 935-24287-... an NVIDIA HGX baseboard assembly
 _PN_PREFIX = {"pws": "psu", "rsc": "riser", "fan": "fan", "cbl": "cable", "mcp": "shroud", "snk": "heatsink",
               "mem": "dimm", "hds": "disk", "aoc": "nic", "935": "hgx baseboard", "692": "gpu", "699": "gpu", "900": "gpu"}
-_PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
+_PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9\-]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
 _TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
