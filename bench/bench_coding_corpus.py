@@ -1,7 +1,8 @@
 """The matcher on the hand-written coding corpus (tests/data/coding_corpus/, issue 16).
 
 Reads one half of the corpus (a ticket export with gold codes and ``voice``, ``language``,
-``difficulty`` columns) through the real ticket reader and ``normalize`` coding, and prints per
+``difficulty`` columns) through the real ticket reader and ``normalize`` coding (rules, then the
+learned layer, with the default config: what ``fleetfault normalize`` writes), and prints per
 dimension the precision of automatic codes and the coverage (among tickets with a gold code:
 an empty gold code means no code is right), then the same by difficulty and by language, the
 reliability of the scores, and the hard tickets' precision.
@@ -46,10 +47,13 @@ def load(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return rows, gold
 
 
-def code(rows: pl.DataFrame, matcher) -> pl.DataFrame:
+def code(rows: pl.DataFrame, matcher, learn: bool = False) -> pl.DataFrame:
+    """The rules' codes; with ``learn``, then the learned layer, as ``fleetfault normalize`` does."""
+    from pipeline.config import Config
     from pipeline.normalize import stage
 
-    return stage.code(rows.select("service_point", "ticket_id", "part_text", "symptom_text", "action_text"), matcher)
+    coded = stage.code(rows.select("service_point", "ticket_id", "part_text", "symptom_text", "action_text"), matcher)
+    return stage.learn_and_fill(coded, Config(), matcher) if learn else coded
 
 
 def table(coded: pl.DataFrame, gold: pl.DataFrame, by: str | None = None) -> pl.DataFrame:
@@ -177,9 +181,13 @@ def main() -> None:
     if args.learned:
         learned_gain(rows, gold, matcher, args.train_share)
         return
-    coded = code(rows, matcher)
-    print(f"{args.file}: {rows.height} tickets, threshold {matcher.threshold}")
+    coded = code(rows, matcher, learn=True)  # what `fleetfault normalize` writes
+    print(f"{args.file}: {rows.height} tickets, threshold {matcher.threshold}, rules + learned layer "
+          "(as `fleetfault normalize` codes them)")
     show("per dimension", table(coded, gold))
+    show("per dimension, rules alone (normalize.learn = false)", table(code(rows, matcher), gold))
+    show("hard tickets", table(coded.join(gold.filter(pl.col("difficulty") == "hard").select("service_point", "ticket_id"),
+                                          on=["service_point", "ticket_id"]), gold))
     show("by difficulty", table(coded, gold, "difficulty"))
     show("by language", table(coded, gold, "language"))
     rel = score(coded, gold).reliability
