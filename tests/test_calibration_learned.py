@@ -93,3 +93,28 @@ def test_learned_layer_needs_enough_examples():
     assert layer.models_ == {}
     coded = Matcher.load().code_frame(pl.DataFrame({"part_text": ["x"], "symptom_text": ["y"], "action_text": ["z"]}))
     assert layer.fill(coded, {"part": pl.Series([True])}).equals(coded)
+
+
+def test_evaluate_counts_empty_gold_and_reports_reliability():
+    from pipeline.normalize.evaluate import score
+
+    truth = pl.DataFrame({"service_point": ["a"] * 4, "ticket_id": ["1", "2", "3", "4"],
+                          "part_code": ["GPU", "FAN", None, "PSU"]})
+    coded = truth.with_columns(pl.Series("part_code", ["GPU", "FAN", "GPU", None]),
+                               pl.Series("part_score", [99.0, 92.0, 91.0, 40.0]))
+    r = score(coded, truth)
+    row = r.summary.row(0, named=True)
+    # a code where a careful engineer could not decide is an error; coverage counts decidable tickets
+    assert row["precision"] == pytest.approx(2 / 3) and row["decidable"] == 3
+    assert row["decided_coverage"] == pytest.approx(2 / 3)
+    rel = {x["score_at_least"]: x for x in r.reliability.iter_rows(named=True)}
+    assert rel[90.0]["codes"] == 3 and rel[95.0]["codes"] == 1 and rel[95.0]["precision"] == 1.0
+
+
+def test_the_learned_layer_can_be_switched_off():
+    from pipeline.config import config_from_dict
+    from pipeline.normalize import stage
+
+    cfg = config_from_dict({"normalize": {"learn": False}})
+    coded = Matcher.load().code_frame(_history(80).select("part_text", "symptom_text", "action_text"))
+    assert stage.learn_and_fill(coded, cfg, Matcher.load()).equals(coded)
