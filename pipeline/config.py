@@ -79,11 +79,18 @@ class Tickets:
 
 @dataclass(frozen=True)
 class Normalize:
-    # Scores (0-100) at or above this are coded automatically; below go to review.
+    # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
+    # this are coded automatically; below go to review.
     auto_threshold: float = 85.0
     # Replace the bundled taxonomy (pipeline/declared/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
+    # Raw score -> probability table (default pipeline/declared/calibration.yaml; bench/bench_coding_corpus.py
+    # --fit-calibration fits one on your own labelled tickets).
+    calibration: str = ""
+    # The learned layer: a model trained on reviewed and confident codes fills codes the rules
+    # left to review, only where it is as sure as auto_threshold asks.
+    learn: bool = True
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def normalize(
     if wh_path.exists():
         with Warehouse(wh_path, read_only=True) as wh:
             learned = stage.learned_answers(wh) if wh.table_exists("review_answers") else []
-    coded = stage.code(rows, stage.load_matcher(cfg, learned))
+    matcher = stage.load_matcher(cfg, learned)
+    coded = stage.learn_and_fill(stage.code(rows, matcher), cfg, matcher)
     # Nothing is linked here: the serial is the one the ticket wrote.
     result = coded.with_columns(pl.col("serial_text").alias("serial")).select(NORMALIZE_COLUMNS)
     write_table(result, out)

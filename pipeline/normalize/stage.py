@@ -84,6 +84,18 @@ def _prefer_confident(coded: pl.DataFrame, again: pl.DataFrame, rows: pl.Series)
     return both.with_columns(review.alias("review")).select(coded.columns)
 
 
+def learn_and_fill(coded: pl.DataFrame, cfg: Config, matcher) -> pl.DataFrame:
+    """``coded`` with codes the rules left to review filled by the learned layer
+    (:mod:`pipeline.normalize.learned`) where the field's words are new to the rules and the
+    model is as sure as the threshold; unchanged when ``normalize.learn`` is off or there is
+    too little to learn from."""
+    if not cfg.normalize.learn or coded.height == 0 or not hasattr(matcher, "unknown"):
+        return coded
+    from pipeline.normalize.learned import LearnedLayer
+
+    return LearnedLayer(matcher.threshold).fit(coded).fill(coded, matcher.unknown(coded))
+
+
 def latest(raw: pl.DataFrame) -> pl.DataFrame:
     """The latest version of each ticket among ``tickets_raw``-shaped rows (no warehouse)."""
     con = duckdb.connect()
@@ -108,7 +120,8 @@ def recode(wh, cfg: Config) -> tuple[int, int]:
     rows = wh.pl(latest_sql(), step="latest ticket versions")
     tickets = to_tickets(rows)
     if tickets.height:
-        tickets = code(tickets, load_matcher(cfg, learned_answers(wh)))
+        matcher = load_matcher(cfg, learned_answers(wh))
+        tickets = learn_and_fill(code(tickets, matcher), cfg, matcher)
     else:
         tickets = tickets.with_columns(
             [pl.lit(None, pl.Utf8).alias(f"{d}_code") for d in DIMENSIONS]
