@@ -16,16 +16,20 @@ It may only fill a code the rules left empty, and only at a probability at which
 were right at least ``normalize.learned_precision`` of the time on held-out reviewed texts: a
 time-ordered cross-validation trains on everything before a block of reviewed texts (never on
 those texts) and predicts the block, the same situation as coding tomorrow's unsure tickets.
-The precision of the codes above a threshold is estimated by Laplace's rule of succession,
-(right + 1) / (codes + 2), so that 20 right out of 20 does not pass for 99%: a 0.99 target
-needs about a hundred held-out reviewed texts coded without error. With too few reviewed
-texts, or when no threshold reaches the target, the dimension codes nothing and says why.
+The precision of the codes above a threshold is the lower end of a one-sided exact
+(Clopper-Pearson) interval at :data:`CONFIDENCE`, not the share right: the threshold is the
+lowest probability at which it still meets the target, and a plain share would let luck on a
+few dozen texts pass for 99% (the codes would then be right less often than promised, about
+half the time). So a 0.99 target needs about 300 held-out reviewed texts coded without error;
+0.95 about 60. With too few reviewed texts, or when no threshold reaches the target, the
+dimension codes nothing and says why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import polars as pl
+from threadpoolctl import threadpool_limits
 
 from pipeline.normalize.taxonomy import DIMENSIONS
 
@@ -48,6 +53,8 @@ MIN_REVIEWED = 30
 FOLDS = 5
 #: Most rule-coded examples trained on per dimension (a deterministic sample beyond).
 MAX_AUTO = 20_000
+#: Confidence that the held-out precision at the chosen threshold is at least the target.
+CONFIDENCE = 0.95
 #: Bump when features or estimator change: a stored model of another version is retrained.
 MODEL_VERSION = 1
 MODEL_DIR = "ticket_coder"
@@ -60,7 +67,7 @@ class DimensionModel:
     dimension: str
     estimator: object | None
     threshold: float | None
-    score: float | None  # 0-100: held-out precision (rule of succession) at the threshold
+    score: float | None  # 0-100: held-out precision (its lower confidence bound) at the threshold
     reason: str
     reviewed: int = 0
     heldout: int = 0
@@ -132,7 +139,7 @@ def _context(texts: dict[str, list[str]], dimension: str) -> list[str]:
 
 def fingerprint(data: dict[str, pd.DataFrame], target: float) -> str:
     """A hash of the training examples and settings: retrain only when it changes."""
-    h = hashlib.sha256(f"v{MODEL_VERSION}|{target}|{REVIEWED_WEIGHT}|{MIN_REVIEWED}|{FOLDS}".encode())
+    h = hashlib.sha256(f"v{MODEL_VERSION}|{target}|{REVIEWED_WEIGHT}|{MIN_REVIEWED}|{FOLDS}|{CONFIDENCE}".encode())
     for d in DIMENSIONS:
         f = data[d]
         for row in zip(f["own"], f["context"], f["label"], f["weight"], f["t"].astype(str)):
@@ -162,13 +169,17 @@ def new_estimator():
 
 def _fit(frame: pd.DataFrame):
     est = new_estimator()
-    est.fit(frame[["own", "context"]], frame["label"].to_numpy(), clf__sample_weight=frame["weight"].to_numpy())
+    # one BLAS thread: the problem is small, and on a busy host two spinning threads made a
+    # half-second fit take ten
+    with threadpool_limits(1):
+        est.fit(frame[["own", "context"]], frame["label"].to_numpy(), clf__sample_weight=frame["weight"].to_numpy())
     return est
 
 
 def predict(est, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(code, probability) of the most likely class for each row of ``own, context``."""
-    proba = est.predict_proba(frame[["own", "context"]])
+    with threadpool_limits(1):
+        proba = est.predict_proba(frame[["own", "context"]])
     best = proba.argmax(axis=1)
     return est.classes_[best], proba[np.arange(len(best)), best]
 
@@ -197,21 +208,36 @@ def heldout(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(preds, ignore_index=True) if preds else pd.DataFrame({"p": [], "right": []})
 
 
+def precision_bound(right: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The one-sided lower :data:`CONFIDENCE` bound (Clopper-Pearson) of ``right`` of ``n``.
+
+    >>> [round(float(b), 3) for b in precision_bound(np.array([20, 299]), np.array([20, 299]))]
+    [0.861, 0.99]
+    """
+    from scipy.stats import beta
+
+    right, n = np.asarray(right, dtype=float), np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore"):
+        low = beta.ppf(1 - CONFIDENCE, right, n - right + 1)
+    return np.where(right > 0, low, 0.0)
+
+
 def choose_threshold(pred: pd.DataFrame, target: float) -> tuple[float | None, float | None, str]:
     """The lowest probability whose codes at or above it were right at least ``target`` of
-    the time (rule of succession); (threshold, precision, why) or (None, None, why)."""
+    the time (lower confidence bound); (threshold, precision bound, why) or (None, None, why)."""
     if pred.empty:
         return None, None, "no held-out prediction (every block lacked earlier data)"
     by_p = pred.groupby("p", sort=True)["right"].agg(["sum", "count"]).sort_index(ascending=False)
     right, n = by_p["sum"].cumsum().to_numpy(), by_p["count"].cumsum().to_numpy()
-    prec = (right + 1) / (n + 2)
+    prec = precision_bound(right, n)
     ok = np.flatnonzero(prec >= target)
     if not len(ok):
         i = int(prec.argmax())
-        return None, None, (f"held-out precision never reaches {target:.3f} (best {prec[i]:.3f} "
-                            f"on {int(n[i])} of {len(pred)} reviewed texts)")
+        return None, None, (f"held-out precision never reaches {target:.3f} (best bound {prec[i]:.3f}: "
+                            f"{int(right[i])} right of {int(n[i])}, of {len(pred)} held-out reviewed examples)")
     k = int(ok[-1])
-    return float(by_p.index[k]), float(prec[k]), f"{int(n[k])} of {len(pred)} held-out reviewed texts at p >= {by_p.index[k]:.3f}"
+    return float(by_p.index[k]), float(prec[k]), (f"{int(right[k])} right of {int(n[k])} held-out reviewed examples "
+                                                  f"(of {len(pred)}) at p >= {by_p.index[k]:.3f}")
 
 
 def train_dimension(dimension: str, frame: pd.DataFrame, target: float) -> DimensionModel:
@@ -226,7 +252,8 @@ def train_dimension(dimension: str, frame: pd.DataFrame, target: float) -> Dimen
     thr, prec, why = choose_threshold(pred, target)
     if thr is None:
         return DimensionModel(dimension, None, None, None, why, n_rev, len(pred))
-    return DimensionModel(dimension, _fit(frame), thr, round(100 * prec, 1), why, n_rev, len(pred))
+    score = math.floor(1000 * prec) / 10  # rounded down: never claim more than the bound
+    return DimensionModel(dimension, _fit(frame), thr, score, why, n_rev, len(pred))
 
 
 def train(data: dict[str, pd.DataFrame], target: float) -> Layer:
