@@ -151,8 +151,8 @@ def run(ctx) -> None:
     """Stage ``normalize``: recode every ticket's latest version into ``tickets``."""
     notes: list[str] = []
     n, pending = recode(ctx.wh, ctx.cfg, notes)
-    for note in notes:
-        ctx.note("normalize", note)
     ctx.report("normalize").rows_out = n
     if pending:
         ctx.note("normalize", f"{pending} of {n} tickets await review (`fleetfault review export -o review.xlsx`)")
+    for note in notes:
+        ctx.note("normalize", note)
