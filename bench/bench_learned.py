@@ -16,6 +16,10 @@ after the split: "rules + learned". Precision and coverage per dimension are tho
   in ticket-number order (ZHO-001, DEP-002, ..., the voices interleaved) as time order, split
   in half. 120 past tickets are few: the layer is expected to code nothing at 0.99 there.
 
+The last column, "unguarded", is what the classifier alone would get right if it coded every
+non-empty text the rules left empty, with no threshold: whether there is any signal where the
+guard refuses to code.
+
 ``--audit`` also answers the past tickets the rules did code (a person checked them all), the
 most reviewed data a split can give. ``--targets`` lists the precision targets to run.
 
@@ -33,6 +37,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +113,7 @@ def measure(name: str, tickets: pl.DataFrame, truth: pl.DataFrame, cut: datetime
           f"answers {dict(n_ans)}{' (audit: every past text)' if audit else ''}")
     base = score(future, truth).summary
     data = learned.examples(past, answers, stage.canonical_key)
+    unguarded = {d: _unguarded(d, data[d], future, truth) for d in DIMENSIONS}
     out = []
     for target in targets:
         t0 = time.perf_counter()
@@ -124,18 +130,38 @@ def measure(name: str, tickets: pl.DataFrame, truth: pl.DataFrame, cut: datetime
                         "rules_precision": b["precision"], "rules_coverage": b["coverage"],
                         "learned_precision": r["precision"], "learned_coverage": r["coverage"],
                         "filled": mine.height, "filled_right": right,
-                        "threshold": m.threshold, "why": m.reason, "seconds": round(secs, 1)})
+                        "threshold": m.threshold, "why": m.reason, "seconds": round(secs, 1),
+                        "unguarded": unguarded[d]})
     return out
 
 
+def _unguarded(d: str, data, future: pl.DataFrame, truth: pl.DataFrame) -> str:
+    """right/candidates if the classifier coded every text the rules left empty, no threshold:
+    whether there is signal at all where the guard refuses to code."""
+    if data["label"].nunique() < 2:
+        return "-"
+    canon = stage.canonical_key
+    todo = future.filter(pl.col(f"{d}_code").is_null()).join(
+        truth.select("service_point", "ticket_id", pl.col(f"{d}_code").alias("gold")), on=["service_point", "ticket_id"])
+    texts = {f"{x}_text": [canon(t or "") for t in todo[f"{x}_text"]] for x in DIMENSIONS}
+    keep = [i for i, t in enumerate(texts[f"{d}_text"]) if t]
+    if not keep:
+        return "0/0"
+    ctx = learned._context(texts, d)
+    frame = pd.DataFrame({"own": [texts[f"{d}_text"][i] for i in keep], "context": [ctx[i] for i in keep]})
+    code, _ = learned.predict(learned._fit(data), frame)
+    gold = [todo["gold"][i] for i in keep]
+    return f"{sum(c == g for c, g in zip(code, gold))}/{len(keep)}"
+
+
 def show(rows: list[dict]) -> None:
-    print("| split | target | dim | tickets | rules P | rules C | +learned P | +learned C | filled (right) | threshold | layer says |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| split | target | dim | tickets | rules P | rules C | +learned P | +learned C | filled (right) | threshold | layer says | unguarded |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         thr = "-" if r["threshold"] is None else f"{r['threshold']:.3f}"
         print(f"| {r['split']} | {r['target']} | {r['dimension']} | {r['tickets']} | {r['rules_precision']:.4f} | "
               f"{r['rules_coverage']:.4f} | {r['learned_precision']:.4f} | {r['learned_coverage']:.4f} | "
-              f"{r['filled']} ({r['filled_right']}) | {thr} | {r['why']} |")
+              f"{r['filled']} ({r['filled_right']}) | {thr} | {r['why']} | {r['unguarded']} |")
 
 
 def main() -> None:
