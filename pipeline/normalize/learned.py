@@ -104,8 +104,7 @@ def examples(tickets: pl.DataFrame, answers: list[tuple[str, str, str]], canonic
     at the time they first appeared.
     """
     keyed = {d: {canonical(t): c for dd, t, c in answers if dd == d} for d in DIMENSIONS}
-    texts = {f"{d}_text": [canonical(t) for t in tickets[f"{d}_text"].cast(pl.Utf8).fill_null("").to_list()]
-             for d in DIMENSIONS}
+    texts = canonical_texts(tickets, canonical)
     opened = tickets["opened_at"].cast(pl.Datetime("us")).fill_null(datetime(1970, 1, 1)).to_list() \
         if "opened_at" in tickets.columns else [datetime(1970, 1, 1)] * tickets.height
     out = {}
@@ -129,6 +128,16 @@ def examples(tickets: pl.DataFrame, answers: list[tuple[str, str, str]], canonic
             order = sorted(auto, key=lambda i: hashlib.sha1(f"{frame.at[i, 'own']}|{frame.at[i, 'context']}".encode()).digest())
             frame = frame.drop(index=order[MAX_AUTO:]).reset_index(drop=True)
         out[d] = frame
+    return out
+
+
+def canonical_texts(tickets: pl.DataFrame, canonical) -> dict[str, list[str]]:
+    """``<dimension>_text`` -> the canonical text of each ticket, computed once per distinct text."""
+    out = {}
+    for d in DIMENSIONS:
+        col = tickets[f"{d}_text"].cast(pl.Utf8).fill_null("")
+        memo = {t: canonical(t) for t in col.unique().to_list()}
+        out[f"{d}_text"] = [memo[t] for t in col.to_list()]
     return out
 
 
@@ -244,8 +253,7 @@ def train_dimension(dimension: str, frame: pd.DataFrame, target: float) -> Dimen
     """Fit one dimension's model and pick its threshold (or say why it codes nothing)."""
     n_rev = int(frame.loc[frame["reviewed"], "own"].nunique())
     if n_rev < MIN_REVIEWED:
-        return DimensionModel(dimension, None, None, None,
-                              f"too little data: {n_rev} reviewed texts, needs {MIN_REVIEWED}", n_rev)
+        return DimensionModel(dimension, None, None, None, _too_little(n_rev), n_rev)
     if frame["label"].nunique() < 2:
         return DimensionModel(dimension, None, None, None, "one code only in the training data", n_rev)
     pred = heldout(frame)
@@ -254,6 +262,10 @@ def train_dimension(dimension: str, frame: pd.DataFrame, target: float) -> Dimen
         return DimensionModel(dimension, None, None, None, why, n_rev, len(pred))
     score = math.floor(1000 * prec) / 10  # rounded down: never claim more than the bound
     return DimensionModel(dimension, _fit(frame), thr, score, why, n_rev, len(pred))
+
+
+def _too_little(n: int) -> str:
+    return f"too little data: {n} reviewed texts, needs {MIN_REVIEWED}"
 
 
 def train(data: dict[str, pd.DataFrame], target: float) -> Layer:
@@ -268,15 +280,14 @@ def fill(tickets: pl.DataFrame, layer: Layer, canonical) -> tuple[pl.DataFrame, 
 
     Only a dimension whose own text is not empty is filled: that is what was held out.
     """
-    texts = {f"{d}_text": [canonical(t) for t in tickets[f"{d}_text"].cast(pl.Utf8).fill_null("").to_list()]
-             for d in DIMENSIONS}
+    texts = canonical_texts(tickets, canonical) if any(m.active for m in layer.models.values()) else None
     new_cols, written = [], []
     for d in DIMENSIONS:
         m = layer.models[d]
         codes = tickets[f"{d}_code"].to_list()
         scores = tickets[f"{d}_score"].to_list()
-        todo = [i for i, (c, t) in enumerate(zip(codes, texts[f"{d}_text"])) if c is None and t]
-        if m.active and todo:
+        todo = [i for i, (c, t) in enumerate(zip(codes, texts[f"{d}_text"])) if c is None and t] if m.active else []
+        if todo:
             ctx = _context(texts, d)
             frame = pd.DataFrame({"own": [texts[f"{d}_text"][i] for i in todo], "context": [ctx[i] for i in todo]})
             got, p = predict(m.estimator, frame)
@@ -286,13 +297,15 @@ def fill(tickets: pl.DataFrame, layer: Layer, canonical) -> tuple[pl.DataFrame, 
                     written.append((i, d, str(code), float(prob), m.score))
             layer.filled[d] = sum(1 for w in written if w[1] == d)
         new_cols += [pl.Series(f"{d}_code", codes, pl.Utf8), pl.Series(f"{d}_score", scores, pl.Float64)]
+    schema = {"service_point": pl.Utf8, "ticket_id": pl.Utf8, "dimension": pl.Utf8, "code": pl.Utf8,
+              "probability": pl.Float64, "score": pl.Float64, "model": pl.Utf8}
+    if not written:
+        return tickets, pl.DataFrame(schema=schema)
     out = tickets.with_columns(new_cols)
     out = out.with_columns(pl.any_horizontal([pl.col(f"{d}_code").is_null() for d in DIMENSIONS]).alias("review"))
     keys = tickets.select("service_point", "ticket_id")
     rows = pl.DataFrame(
-        [(*keys.row(i), d, c, p, s, layer.fingerprint[:12]) for i, d, c, p, s in written],
-        schema={"service_point": pl.Utf8, "ticket_id": pl.Utf8, "dimension": pl.Utf8, "code": pl.Utf8,
-                "probability": pl.Float64, "score": pl.Float64, "model": pl.Utf8}, orient="row")
+        [(*keys.row(i), d, c, p, s, layer.fingerprint[:12]) for i, d, c, p, s in written], schema=schema, orient="row")
     return out, rows
 
 
@@ -369,7 +382,12 @@ def apply(tickets: pl.DataFrame, answers: list[tuple[str, str, str]], target: fl
     ``tickets`` must hold the rules' codes only: codes this layer wrote on an earlier run are
     never training labels (the stage recodes from scratch on each run).
     """
-    layer = layer_for(examples(tickets, answers, canonical), target, folder)
+    answered = {d: len({t for dd, t, _ in answers if dd == d}) for d in DIMENSIONS}
+    if all(n < MIN_REVIEWED for n in answered.values()):  # the usual night before any review: no work
+        layer = Layer({d: DimensionModel(d, None, None, None, _too_little(n), n) for d, n in answered.items()},
+                      fingerprint="", trained=False)
+    else:
+        layer = layer_for(examples(tickets, answers, canonical), target, folder)
     out, rows = fill(tickets, layer, canonical)
     log.info("%s (%s)", layer.summary(), "retrained" if layer.trained else "stored model, training set unchanged")
     return out, rows, layer
