@@ -280,3 +280,25 @@ def test_the_stage_fills_marks_persists_and_reuses_the_model(tmp_path, monkeypat
     # the review export lists the layer's codes for a person to confirm, its code first
     todo = review.pending(wh).filter(pl.col("learned_code").is_not_null())
     assert todo.height > 0 and set(todo["dimension"]) == {"symptom"}
+
+
+def test_the_normalize_command_uses_the_stored_layer(tmp_path, stage_wh, cli):
+    from pipeline.config import config_from_dict
+    from pipeline.normalize import stage
+
+    wh = stage_wh(1200)
+    stage.recode(wh, config_from_dict({"normalize": {"learned_precision": 0.9}}))
+    wh.close()
+    point = tmp_path / "sp"
+    point.mkdir()
+    (point / "new.csv").write_text("Ticket ID,Opened,Part,Problem Description,Resolution\n"
+                                   "N-1,2025-07-01 10:00,gpu,VOLTRIXX again on node seven,reboot\n")
+    toml = tmp_path / "ff.toml"
+    for target, want in ((0.9, "POWER_FAULT"), (0.99, "")):  # a layer stored for another target: unused
+        toml.write_text(f"[normalize]\nlearned_precision = {target}\n")
+        out = tmp_path / f"coded_{target}.csv"
+        assert cli("normalize", point / "new.csv", "-o", out, "--warehouse", tmp_path / "wh.duckdb",
+                   "--config", toml) == 0
+        got = pl.read_csv(out, infer_schema=False)
+        assert (got["symptom_code"].fill_null("").to_list(), got["review"].to_list()) == ([want], [str(not want).lower()])
+

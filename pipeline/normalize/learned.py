@@ -84,9 +84,15 @@ class Layer:
     models: dict[str, DimensionModel]
     fingerprint: str
     trained: bool  # False: loaded from disk unchanged
+    target: float | None = None  # the precision its thresholds were chosen for
     filled: dict[str, int] = field(default_factory=lambda: {d: 0 for d in DIMENSIONS})
 
     def summary(self) -> str:
+        """One line for the run's notes: codes filled per dimension, or why none."""
+        if all(not m.active and m.reason.startswith("too little data") for m in self.models.values()):
+            counts = ", ".join(f"{d} {self.models[d].reviewed}" for d in DIMENSIONS)
+            return (f"learned layer codes nothing yet: too little data (reviewed texts: {counts}; "
+                    f"it needs {MIN_REVIEWED} in a dimension)")
         parts = []
         for d in DIMENSIONS:
             m = self.models[d]
@@ -270,7 +276,7 @@ def _too_little(n: int) -> str:
 
 def train(data: dict[str, pd.DataFrame], target: float) -> Layer:
     models = {d: train_dimension(d, data[d], target) for d in DIMENSIONS}
-    return Layer(models, fingerprint(data, target), trained=True)
+    return Layer(models, fingerprint(data, target), trained=True, target=target)
 
 
 # -- applying it ----------------------------------------------------------------------------
@@ -316,7 +322,7 @@ def save(folder: Path, layer: Layer) -> None:
     import skops.io as sio
 
     folder.mkdir(parents=True, exist_ok=True)
-    card = {"version": MODEL_VERSION, "fingerprint": layer.fingerprint,
+    card = {"version": MODEL_VERSION, "fingerprint": layer.fingerprint, "target": layer.target,
             "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "dimensions": {}}
     for d, m in layer.models.items():
         path = folder / f"{d}.skops"
@@ -329,8 +335,10 @@ def save(folder: Path, layer: Layer) -> None:
     (folder / "card.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
 
 
-def load(folder: Path, fingerprint_: str) -> Layer | None:
-    """The stored layer if it was trained on exactly these examples, else None."""
+def load(folder: Path, fingerprint_: str | None = None, target: float | None = None) -> Layer | None:
+    """The stored layer if it was trained on exactly these examples (``fingerprint_``, which
+    covers the target), or with ``fingerprint_`` None on whatever examples but for ``target``
+    (as ``fleetfault normalize`` uses it); else None."""
     import skops.io as sio
 
     from pipeline.errors import FleetfaultError
@@ -344,7 +352,9 @@ def load(folder: Path, fingerprint_: str) -> Layer | None:
     except (OSError, ValueError):
         log.warning("learned layer: unreadable %s; retraining", card_path)
         return None
-    if card.get("fingerprint") != fingerprint_ or card.get("version") != MODEL_VERSION:
+    if card.get("version") != MODEL_VERSION or fingerprint_ not in (None, card.get("fingerprint")):
+        return None
+    if fingerprint_ is None and card.get("target") != target:
         return None
     models = {}
     for d in DIMENSIONS:
@@ -360,7 +370,7 @@ def load(folder: Path, fingerprint_: str) -> Layer | None:
             est = sio.load(path, trusted=untrusted)
         models[d] = DimensionModel(d, est, info["threshold"], info["score"], info["reason"],
                                    info["reviewed_texts"], info["heldout_predictions"])
-    return Layer(models, fingerprint_, trained=False)
+    return Layer(models, card["fingerprint"], trained=False, target=card.get("target"))
 
 
 def layer_for(data: dict[str, pd.DataFrame], target: float, folder: Path | None) -> Layer:

@@ -147,6 +147,21 @@ def _learned_layer(wh, cfg: Config, tickets: pl.DataFrame, answers, notes: list[
     return out, filled
 
 
+def stored_learned_layer(cfg: Config, wh_path, tickets: pl.DataFrame) -> pl.DataFrame:
+    """``tickets`` with the codes of the learned layer the last run stored beside the
+    warehouse (``fleetfault normalize``, which trains nothing); unchanged without one."""
+    from pipeline.normalize import learned
+    from pipeline.predict.stage import models_dir
+
+    n = cfg.normalize
+    layer = learned.load(models_dir(cfg, wh_path) / learned.MODEL_DIR, target=n.learned_precision) if n.learned else None
+    if layer is None or not tickets.height:
+        return tickets
+    out, _ = learned.fill(tickets, layer, canonical_key)
+    log.info("%s (stored model)", layer.summary())
+    return out
+
+
 def run(ctx) -> None:
     """Stage ``normalize``: recode every ticket's latest version into ``tickets``."""
     notes: list[str] = []
