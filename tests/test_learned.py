@@ -211,6 +211,9 @@ def stage_wh(tmp_path, monkeypatch):
         rules = dict(zip(tickets["symptom_text"], tickets["symptom_code"]))
 
         class Rules:  # codes what the synthetic rules coded; answers are the layer's business here
+            def suggest(self, dimension, text, k=3):
+                return []
+
             def code_frame(self, df):
                 sym = pl.col("symptom_text").replace_strict(rules, default=None, return_dtype=pl.Utf8)
                 return df.with_columns(pl.lit("GPU").alias("part_code"), pl.lit(100.0).alias("part_score"),
@@ -280,6 +283,11 @@ def test_the_stage_fills_marks_persists_and_reuses_the_model(tmp_path, monkeypat
     # the review export lists the layer's codes for a person to confirm, its code first
     todo = review.pending(wh).filter(pl.col("learned_code").is_not_null())
     assert todo.height > 0 and set(todo["dimension"]) == {"symptom"}
+    n = review.export_review(wh, cfg, tmp_path / "review.csv")
+    sheet = pl.read_csv(tmp_path / "review.csv", infer_schema=False)
+    assert sheet.height == n >= todo.height
+    shown = dict(zip(sheet["text"], sheet["suggestion_1"]))
+    assert all(shown[t] == c for t, c in zip(todo["text"], todo["learned_code"]))
 
 
 def test_the_normalize_command_uses_the_stored_layer(tmp_path, stage_wh, cli):
@@ -301,4 +309,13 @@ def test_the_normalize_command_uses_the_stored_layer(tmp_path, stage_wh, cli):
                    "--config", toml) == 0
         got = pl.read_csv(out, infer_schema=False)
         assert (got["symptom_code"].fill_null("").to_list(), got["review"].to_list()) == ([want], [str(not want).lower()])
+
+
+@pytest.mark.parametrize("value", [1.0, 0.3, "high"])
+def test_a_bad_precision_target_is_a_config_error(value):
+    from pipeline.config import config_from_dict
+    from pipeline.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="normalize.learned_precision"):
+        config_from_dict({"normalize": {"learned_precision": value}})
 
