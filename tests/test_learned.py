@@ -16,7 +16,6 @@ import polars as pl
 import pytest
 
 from pipeline.normalize import learned
-from pipeline.normalize.taxonomy import DIMENSIONS
 
 SEED = 20261201
 STEMS = {"OVERHEAT": ["zorbic", "glimmet"], "HANG": ["quandle", "sproing"], "FAN_FAULT": ["flimmer", "whirrup"],
