@@ -47,13 +47,12 @@ def load(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return rows, gold
 
 
-def code(rows: pl.DataFrame, matcher, learn: bool = False) -> pl.DataFrame:
-    """The rules' codes; with ``learn``, then the learned layer, as ``fleetfault normalize`` does."""
-    from pipeline.config import Config
+def code(rows: pl.DataFrame, matcher) -> pl.DataFrame:
+    """The rules' codes, as ``fleetfault normalize`` writes them before any review (the learned
+    layer, bench/bench_learned.py, only codes once reviewed answers exist)."""
     from pipeline.normalize import stage
 
-    coded = stage.code(rows.select("service_point", "ticket_id", "part_text", "symptom_text", "action_text"), matcher)
-    return stage.learn_and_fill(coded, Config(), matcher) if learn else coded
+    return stage.code(rows.select("service_point", "ticket_id", "part_text", "symptom_text", "action_text"), matcher)
 
 
 def table(coded: pl.DataFrame, gold: pl.DataFrame, by: str | None = None) -> pl.DataFrame:
@@ -116,45 +115,13 @@ def fit_calibration(rows: pl.DataFrame, gold: pl.DataFrame, out: Path) -> None:
         print(d, pts)
 
 
-def order(ticket_id: str) -> int:
-    m = re.search(r"(\d+)$", ticket_id)
-    return int(m.group(1)) if m else 0
-
-
-def learned_gain(rows: pl.DataFrame, gold: pl.DataFrame, matcher, share: float) -> None:
-    """Rules alone vs rules + learned layer on the later tickets of a time split."""
-    from pipeline.normalize.learned import LearnedLayer
-
-    rows = rows.with_columns(pl.col("ticket_id").map_elements(order, return_dtype=pl.Int64).alias("_n"))
-    cut = rows["_n"].quantile(share, "nearest")
-    early, late = rows.filter(pl.col("_n") <= cut).drop("_n"), rows.filter(pl.col("_n") > cut).drop("_n")
-    history = code(early, matcher).join(gold.select("service_point", "ticket_id", *[f"{d}_code" for d in DIMS]),
-                                        on=["service_point", "ticket_id"], suffix="_gold")
-    # what a person answered in review: the gold code where the rules left the ticket to review
-    history = history.with_columns(
-        [pl.when(pl.col(f"{d}_code").is_null()).then(pl.col(f"{d}_code_gold")).otherwise(pl.col(f"{d}_code")).alias(f"{d}_code")
-         for d in DIMS]
-        + [pl.when(pl.col(f"{d}_code").is_null() & pl.col(f"{d}_code_gold").is_not_null()).then(100.0)
-           .otherwise(pl.col(f"{d}_score")).alias(f"{d}_score") for d in DIMS])
-    layer = LearnedLayer(matcher.threshold).fit(history)
-    alone = code(late, matcher)
-    both = layer.fill(alone, matcher.unknown(alone))
-    print(f"\ntime split: {early.height} earlier tickets as history, {late.height} later measured; "
-          f"learned dimensions: {sorted(layer.models_)}")
-    show("rules alone (later tickets)", table(alone, gold))
-    show("rules + learned layer (later tickets)", table(both, gold))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", type=Path)
     ap.add_argument("--threshold", type=float, default=None, help="default: normalize.auto_threshold's default")
     ap.add_argument("--errors", action="store_true", help="list every wrong or missing code (dev only)")
     ap.add_argument("--fit-calibration", type=Path, default=None)
-    ap.add_argument("--learned", action="store_true", help="the learned layer's gain on a time split")
-    ap.add_argument("--train-share", type=float, default=0.5)
-    ap.add_argument("--sim", type=int, default=0, help="with --learned: N simulator tickets (bench_normalize's) "
-                    "instead of the file, in ticket order")
+    ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
     args = ap.parse_args()
 
     from pipeline.normalize.evaluate import score
@@ -178,14 +145,9 @@ def main() -> None:
     matcher = Matcher.load()
     if args.threshold is not None:
         matcher.threshold = args.threshold
-    if args.learned:
-        learned_gain(rows, gold, matcher, args.train_share)
-        return
-    coded = code(rows, matcher, learn=True)  # what `fleetfault normalize` writes
-    print(f"{args.file}: {rows.height} tickets, threshold {matcher.threshold}, rules + learned layer "
-          "(as `fleetfault normalize` codes them)")
+    coded = code(rows, matcher)  # what `fleetfault normalize` writes
+    print(f"{args.file}: {rows.height} tickets, threshold {matcher.threshold} (as `fleetfault normalize` codes them)")
     show("per dimension", table(coded, gold))
-    show("per dimension, rules alone (normalize.learn = false)", table(code(rows, matcher), gold))
     show("hard tickets", table(coded.join(gold.filter(pl.col("difficulty") == "hard").select("service_point", "ticket_id"),
                                           on=["service_point", "ticket_id"]), gold))
     show("by difficulty", table(coded, gold, "difficulty"))

@@ -88,9 +88,10 @@ class Normalize:
     # Raw score -> probability table (default pipeline/declared/calibration.yaml; bench/bench_coding_corpus.py
     # --fit-calibration fits one on your own labelled tickets).
     calibration: str = ""
-    # The learned layer: a model trained on reviewed and confident codes fills codes the rules
-    # left to review, only where it is as sure as auto_threshold asks.
-    learn: bool = True
+    # The learned layer (pipeline/normalize/learned.py): codes what the rules left to review,
+    # only at a probability whose held-out codes were right at least `learned_precision`.
+    learned: bool = True
+    learned_precision: float = 0.99
 
 
 @dataclass(frozen=True)
@@ -310,6 +311,8 @@ def _check_values(values: dict, problems: list[str]) -> None:
     norm = values.get("normalize")
     if norm is not None and not 0 <= norm.auto_threshold <= 100:
         problems.append(f"normalize.auto_threshold: must be within 0-100, got {norm.auto_threshold}")
+    if norm is not None and not 0.5 <= norm.learned_precision < 1:
+        problems.append(f"normalize.learned_precision: must be at least 0.5 and below 1, got {norm.learned_precision}")
     stats = values.get("stats")
     if stats is not None and not 0 < stats.confidence < 1:
         problems.append(f"stats.confidence: must be between 0 and 1, got {stats.confidence}")

@@ -1,6 +1,5 @@
-"""Calibrated scores (issue 16 item 2) and the learned layer (item 4): the table's fit and
-checks, the reliability table, and a model that fills only fields whose words the rules do
-not know."""
+"""Calibrated scores (issue 16 item 2): the table's fit and checks, and the reliability table.
+The learned layer (item 4) has its own tests in test_learned.py."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.normalize.calibrate import Calibration, fit, load_calibration, reliability
-from pipeline.normalize.learned import LearnedLayer
 from pipeline.normalize.matcher import Matcher
 
 
@@ -60,41 +58,6 @@ def test_threshold_trades_precision_for_coverage():
     assert counts[0] >= counts[1] >= counts[2] and counts[0] > counts[2]
 
 
-def _history(n: int) -> pl.DataFrame:
-    """Coded tickets of a site that writes its own word for a fan (机柜顶部吹风机): reviewed once,
-    coded from the answer since."""
-    rows = []
-    for i in range(n):
-        if i % 2:
-            rows.append(("机柜顶部吹风机", "吹风机停了", "更换", "FAN", 99.0))
-        else:
-            rows.append(("电源", "掉电", "更换电源", "PSU", 99.0))
-    return pl.DataFrame(rows, schema=["part_text", "symptom_text", "action_text", "part_code", "part_score"],
-                        orient="row")
-
-
-def test_learned_layer_fills_only_unknown_words():
-    m = Matcher.load()
-    layer = LearnedLayer(threshold=85.0).fit(_history(80))
-    assert "part" in layer.models_
-    todo = pl.DataFrame({"part_text": ["3号机柜顶部吹风机", "GPU / PSU"], "symptom_text": ["吹风机停了", "掉电"],
-                         "action_text": ["更换", "更换"]})
-    coded = m.code_frame(todo)
-    assert coded["part_code"].to_list()[0] is None  # the rules do not know the word
-    filled = layer.fill(coded, m.unknown(coded))
-    assert filled["part_code"].to_list()[0] == "FAN"
-    assert filled["part_score"][0] >= 85.0
-    # "GPU / PSU": the rules read two parts and doubted; the model does not speak there
-    assert filled["part_code"].to_list()[1] == coded["part_code"].to_list()[1]
-
-
-def test_learned_layer_needs_enough_examples():
-    layer = LearnedLayer(threshold=85.0).fit(_history(6))
-    assert layer.models_ == {}
-    coded = Matcher.load().code_frame(pl.DataFrame({"part_text": ["x"], "symptom_text": ["y"], "action_text": ["z"]}))
-    assert layer.fill(coded, {"part": pl.Series([True])}).equals(coded)
-
-
 def test_evaluate_counts_empty_gold_and_reports_reliability():
     from pipeline.normalize.evaluate import score
 
@@ -109,12 +72,3 @@ def test_evaluate_counts_empty_gold_and_reports_reliability():
     assert row["decided_coverage"] == pytest.approx(2 / 3)
     rel = {x["score_at_least"]: x for x in r.reliability.iter_rows(named=True)}
     assert rel[90.0]["codes"] == 3 and rel[95.0]["codes"] == 1 and rel[95.0]["precision"] == 1.0
-
-
-def test_the_learned_layer_can_be_switched_off():
-    from pipeline.config import config_from_dict
-    from pipeline.normalize import stage
-
-    cfg = config_from_dict({"normalize": {"learn": False}})
-    coded = Matcher.load().code_frame(_history(80).select("part_text", "symptom_text", "action_text"))
-    assert stage.learn_and_fill(coded, cfg, Matcher.load()).equals(coded)

@@ -209,19 +209,6 @@ class Matcher:
                     out[i] = Match(learned[choices[j]], round(float(scores[row, j]), 1), "learned")
         return out
 
-    def unknown(self, df: pl.DataFrame) -> dict[str, pl.Series]:
-        """Per dimension, which rows' own field is text the rules know nothing of (no alias,
-        no typo of one, not a vague phrase): where a learned model may speak. A field the rules
-        read with doubt ("ECC errors", "GPU / riser", "pls check") is left to a person."""
-        _check(df)
-        out = {}
-        for d in DIMENSIONS:
-            raw = df[f"{d}_text"].cast(pl.Utf8).fill_null("")
-            seen = {t: self._match(d, k).how == "none" for t in raw.unique().to_list()
-                    for k in [canonical(t)] if k}
-            out[d] = raw.replace_strict(list(seen), list(seen.values()), default=False, return_dtype=pl.Boolean)
-        return out
-
     # -- the guide across fields -------------------------------------------------------
     def evidence(self, key: str) -> Evidence:
         """The parts and actions a canonical text names, where, and what surrounds them."""
