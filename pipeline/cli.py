@@ -45,6 +45,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.stats.commands",
     "pipeline.ingest.xid_commands",
     "pipeline.ingest.smi_commands",
+    "pipeline.ingest.ticket_commands",
     "pipeline.predict.commands",
     "pipeline.simulate.commands",
     "pipeline.normalize.evaluate_commands",

@@ -64,7 +64,10 @@ class Kernel:
 
 @dataclass(frozen=True)
 class ServicePoint:
-    # Ticket schema column -> the point's own column name; unnamed ones are recognised.
+    # Role -> the point's own column name (ticket_id, opened_at, closed_at, updated_at, status,
+    # host, slot, serial, part_text, title, symptom_text, description, action_text,
+    # swap_part_text, removed_serial, installed_serial); unnamed ones are recognised.
+    # `fleetfault tickets inspect FILE` prints this table for an export.
     columns: dict[str, str] = field(default_factory=dict)
     date_format: str = ""  # strftime format; empty: recognised
     dayfirst: bool = False
@@ -308,6 +311,7 @@ def _check_values(values: dict, problems: list[str]) -> None:
     if tickets is not None:
         for point, p in tickets.points.items():
             check_tz(p.tz, f"tickets.points.{point}.tz")
+            _check_columns(p.columns, f"tickets.points.{point}.columns", problems)
     norm = values.get("normalize")
     if norm is not None and not 0 <= norm.auto_threshold <= 100:
         problems.append(f"normalize.auto_threshold: must be within 0-100, got {norm.auto_threshold}")
@@ -334,3 +338,21 @@ def _check_values(values: dict, problems: list[str]) -> None:
     if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
         problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
                         f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")
+
+
+def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> None:
+    """A point's column names: known roles, each naming a column no other role names."""
+    if not columns:
+        return
+    from pipeline.ingest.ticket_layout import ROLES  # only when a point names its columns
+
+    for role, header in columns.items():
+        if role not in ROLES:
+            problems.append(f"{name}.{role}: unknown role (allowed: {', '.join(ROLES)})")
+        elif not header.strip():
+            problems.append(f"{name}.{role}: empty column name")
+    seen: dict[str, str] = {}
+    for role, header in columns.items():
+        if header in seen:
+            problems.append(f"{name}: {seen[header]} and {role} both name column {header!r} (a column fills one role)")
+        seen.setdefault(header, role)

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import config_from_dict
-from pipeline.errors import UsageError
 from pipeline.ingest.ticket_columns import (
     clean_serial, clean_slot, header_zone, infer_dayfirst, map_columns, parse_when,
 )
@@ -176,10 +175,10 @@ def test_configured_encoding_and_columns(tmp_path):
 
 def test_unrecognised_layout_names_the_columns(tmp_path):
     f = write(tmp_path / "p" / "t.csv", "foo,bar,baz\n1,2,3\n")
-    with pytest.raises(UsageError) as err:
-        load_tickets(f, 1, "p", CFG)
-    msg = str(err.value)
-    assert "['foo', 'bar', 'baz']" in msg and "[tickets.points.p.columns]" in msg
+    got = load_tickets(f, 1, "p", CFG)
+    (rej,) = got.rejects
+    assert rej.reason == "unrecognised_layout" and rej.line_no is None and got.rows_read == 1
+    assert "['foo', 'bar', 'baz']" in rej.detail and "[tickets.points.p.columns]" in rej.detail
 
 
 @pytest.mark.parametrize("headers, want", [
@@ -189,7 +188,7 @@ def test_unrecognised_layout_names_the_columns(tmp_path):
     (["Ticket No.", "SN", "Host/主机名", "槽位", "Symptom"], {"ticket_id": 0, "serial": 1, "slot": 3, "symptom_text": 4}),
     (["Tciket #", "Sympton"], {"ticket_id": 0, "symptom_text": 1}),  # typos
     (["Case #", "Opened (ET)", "Server", "Location", "GPU", "Serial", "Category", "Summary", "Resolution Notes"],
-     {"ticket_id": 0, "opened_at": 1, "host": 2, "slot": 4, "serial": 5, "part_text": 6, "symptom_text": 7,
+     {"ticket_id": 0, "opened_at": 1, "host": 2, "slot": 4, "serial": 5, "part_text": 6, "title": 7,
       "action_text": 8}),
     (["case_number", "created_utc", "board_sn", "failed_component", "failure_mode", "corrective_action"],
      {"ticket_id": 0, "opened_at": 1, "serial": 2, "part_text": 3, "symptom_text": 4, "action_text": 5}),
@@ -270,13 +269,10 @@ def test_a_zone_named_in_the_header_wins_over_the_points_zone(tmp_path):
 
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=300), st.sampled_from(["t.csv", "t.json", "t.jsonl"]))
-def test_arbitrary_bytes_load_or_fail_with_a_usage_error(tmp_path_factory, data, name):
+def test_arbitrary_bytes_load_or_are_quarantined_never_raise(tmp_path_factory, data, name):
     f = tmp_path_factory.mktemp("fuzz") / name
     f.write_bytes(b"Ticket #,Opened,Part\n" + data if name == "t.csv" else data)
-    try:
-        got = load_tickets(f, 1, "p", CFG)
-    except UsageError as exc:
-        assert "cannot recognise the ticket columns" in str(exc)
-        return
+    got = load_tickets(f, 1, "p", CFG)
+    assert all(r.reason and r.detail for r in got.rejects)
     assert got.rows_read == got.rows_loaded + len(got.rejects)
     assert got.tables["tickets_raw"].height == got.rows_loaded

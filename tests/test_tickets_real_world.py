@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 import fake_matcher
 from pipeline.config import config_from_dict
-from pipeline.errors import UsageError
 from pipeline.ingest.ticket_columns import map_columns, parse_when
 from pipeline.ingest.tickets import load_tickets
 
@@ -149,16 +148,17 @@ def test_description_only_export_is_coded_in_every_dimension(tmp_path, monkeypat
 
 def test_unrecognised_layout_still_names_its_columns(tmp_path):
     f = write(tmp_path / "p" / "t.csv", "Month,Count,Owner\n2025-03,12,ops\n")
-    with pytest.raises(UsageError) as err:
-        load_tickets(f, 1, "p", CFG)
-    assert "saw ['Month', 'Count', 'Owner']" in str(err.value)
+    got = load_tickets(f, 1, "p", CFG)
+    assert got.rows_loaded == 0 and got.rows_read == 1
+    (rej,) = got.rejects
+    assert rej.reason == "unrecognised_layout" and "Columns seen: ['Month', 'Count', 'Owner']" in rej.detail
 
 
 @pytest.mark.parametrize("headers, want", [
     (["Number", "Short description", "Configuration item", "Opened", "Resolved", "Assignment group", "Close notes"],
-     {"ticket_id": 0, "symptom_text": 1, "host": 2, "opened_at": 3, "closed_at": 4, "action_text": 6}),
+     {"ticket_id": 0, "title": 1, "host": 2, "opened_at": 3, "closed_at": 4, "action_text": 6}),
     (["Issue key", "Summary", "Created", "Resolution", "Custom field (Serial Number)"],
-     {"ticket_id": 0, "symptom_text": 1, "opened_at": 2, "action_text": 3, "serial": 4}),
+     {"ticket_id": 0, "title": 1, "opened_at": 2, "action_text": 3, "serial": 4}),
     (["RMA #", "Part Number", "Failure Description", "Service Tag"],
      {"ticket_id": 0, "symptom_text": 2, "serial": 3}),
     (["工单编号", "设备SN", "故障描述", "处理结果", "创建时间", "机房", "机柜", "主机名", "槽位号"],
@@ -172,10 +172,10 @@ def test_unrecognised_layout_still_names_its_columns(tmp_path):
      {"ticket_id": 0, "serial": 2, "action_text": 4, "opened_at": 7}),
     (["Incident Number", "Reported Date", "Hostname/IP", "GPU Serial No.", "Problem Summary", "Root Cause",
       "Resolution Summary", "Assigned To"],
-     {"ticket_id": 0, "opened_at": 1, "host": 2, "serial": 3, "symptom_text": 4, "action_text": 6}),
+     {"ticket_id": 0, "opened_at": 1, "host": 2, "serial": 3, "title": 4, "action_text": 6}),
     (["Case Number", "Case Opened Date", "Asset Serial Number", "Subject", "Case Description",
       "Resolution Description", "Case Status"],
-     {"ticket_id": 0, "opened_at": 1, "serial": 2, "symptom_text": 3, "description": 4, "action_text": 5,
+     {"ticket_id": 0, "opened_at": 1, "serial": 2, "title": 3, "description": 4, "action_text": 5,
       "status": 6}),
 ])
 def test_real_headers_are_recognised(headers, want):

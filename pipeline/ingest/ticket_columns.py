@@ -13,10 +13,10 @@ import re
 import unicodedata
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
-from pipeline.errors import UsageError
 from pipeline.timeutil import local_to_utc
 
 #: Ticket schema field -> header aliases (compared after :func:`canonical_header`).
@@ -31,18 +31,24 @@ FIELD_ALIASES: dict[str, list[str]] = {
                   "report date", "date", "datetime", "time", "start time", "开单时间", "报修时间", "创建时间",
                   "日期", "故障时间", "报障时间", "提交时间", "开始时间", "開單時間", "報修時間", "建立時間", "date submitted",
                   "submitted", "submitted at", "submit date", "request date", "erstellt", "erstellt am", "创建日期",
-                  "申请时间", "发起时间", "建單時間", "发生时间", "發生時間", "reported date", "date opened"],
+                  "申请时间", "发起时间", "建單時間", "发生时间", "發生時間", "reported date", "date opened",
+                  "报修日期", "报障日期", "报修時間", "報修日期", "创建日期时间"],
     "closed_at": ["closed_at", "closed", "close time", "closed on", "close date", "resolved", "resolved at",
                   "resolved on", "resolution date", "end time", "完成时间", "关闭时间", "结单时间", "解决时间",
-                  "结束时间", "關閉時間", "完成時間", "closed at", "resolved at", "处理完成时间", "結案時間"],
+                  "结束时间", "關閉時間", "完成時間", "closed at", "resolved at", "处理完成时间", "結案時間",
+                  "solved", "solved at", "结单日期", "完成日期", "关闭日期", "結案日期"],
     "updated_at": ["updated_at", "updated", "last updated", "update time", "modified", "last modified",
                    "更新时间", "修改时间", "最后更新", "更新時間"],
-    "status": ["status", "state", "ticket status", "状态", "工单状态", "狀態"],
+    "status": ["status", "state", "ticket status", "状态", "工单状态", "狀態", "处理状态", "服务状态", "维修状态",
+               "處理狀態", "工單狀態", "case status", "rma status"],
     "host": ["host", "hostname", "host name", "server", "server name", "node", "node name", "machine", "system",
              "主机", "主机名", "服务器", "服务器名", "节点", "机器名", "主機名", "伺服器", "configuration item", "ci",
-             "cmdb ci", "affected ci", "主机名称", "主機名稱", "设备名称", "設備名稱", "服务器名称"],
+             "cmdb ci", "affected ci", "主机名称", "主機名稱", "设备名称", "設備名稱", "服务器名称",
+             "ip", "ip address", "host ip", "server ip", "node ip", "主机ip", "服务器ip", "管理ip", "业务ip", "ip地址",
+             "主機ip", "伺服器ip"],
     "slot": ["slot", "gpu slot", "slot #", "slot no", "gpu index", "gpu #", "gpu id", "gpu", "gpu no", "position", "槽位",
-             "卡槽", "gpu槽位", "gpu位置", "槽位号", "插槽"],
+             "卡槽", "gpu槽位", "gpu位置", "槽位号", "插槽", "卡位", "故障卡位", "gpu卡位", "卡槽位", "gpu position",
+             "gpu location", "card position", "card slot", "gpu bay", "故障gpu位置", "故障卡槽", "槽位編號", "卡槽號"],
     "serial": ["serial", "sn", "s/n", "serial number", "serial no", "serial #", "gpu sn", "gpu serial",
                "board serial", "board sn", "gpu serial number", "module sn", "序列号", "sn号", "gpu序列号", "gpu sn号", "板卡序列号",
                "序號", "序列號", "service tag", "设备sn", "设备序列号", "設備序號", "設備序列號", "seriennummer",
@@ -52,10 +58,14 @@ FIELD_ALIASES: dict[str, list[str]] = {
                   "配件", "故障配件", "故障部位", "部件名称", "故障部件名称", "part description", "component description",
                   "bauteil", "komponente", "部件描述", "故障部件描述", "replaced part", "更换部件名称"],
     "symptom_text": ["symptom", "symptoms", "issue", "problem", "fault", "fault description",
-                     "error", "issue description", "problem description", "failure", "failure mode", "summary",
-                     "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述", "short description",
-                     "subject", "title", "failure description", "problem summary", "fehlerbeschreibung", "fehler",
-                     "故障描述信息", "故障現象描述", "標題", "标题"],
+                     "error", "issue description", "problem description", "failure", "failure mode",
+                     "故障现象", "现象", "故障描述", "问题描述", "故障", "问题", "故障現象", "問題描述",
+                     "failure description", "fehlerbeschreibung", "fehler", "故障描述信息", "故障現象描述",
+                     "故障现象描述", "reported problem", "problem reported", "customer reported problem"],
+    # The one-line title beside the symptom (Summary, Subject, 标题): read with the symptom,
+    # first, so a title and a fault description are two columns of one text, not rivals.
+    "title": ["summary", "short description", "subject", "title", "problem summary", "issue summary", "headline",
+              "标题", "標題", "主题", "主題", "工单标题", "工單標題", "摘要", "概要", "betreff"],
     # A long free text beside the short one (ServiceNow's Description beside Short description):
     # appended to the symptom text, and the only text of an export that has nothing else.
     "description": ["description", "details", "detail", "detailed description", "long description",
@@ -66,7 +76,30 @@ FIELD_ALIASES: dict[str, list[str]] = {
                     "措施", "处理结果", "维修方式", "處理措施", "處理方式", "close notes", "closure notes", "resolution code",
                     "disposition", "comments", "work notes", "maßnahme", "massnahme", "处理记录", "处理过程", "處理結果",
                     "維修措施", "处理方法", "resolution description", "resolution summary", "resolution details",
-                    "fix description", "action description", "维修记录", "维修结果", "维修过程", "解决办法", "解决措施"],
+                    "fix description", "action description", "维修记录", "维修结果", "维修过程", "解决办法", "解决措施", "work performed", "work done notes"],
+    # A part swap (an RMA portal's list of replaced parts, or Old SN / New SN columns): the
+    # removed serial is the failed unit. The kind of part is taken only from a list of swaps
+    # (a ``parts[].type`` column), where "type" and "description" cannot mean anything else.
+    "removed_serial": ["old sn", "old serial", "old serial number", "old s n", "removed sn", "removed serial",
+                       "removed serial number", "defective sn", "defective serial", "defective serial number",
+                       "defective part sn", "defective part serial", "failed sn", "failed serial", "faulty sn",
+                       "faulty serial", "bad sn", "original sn", "original serial", "returned sn", "returned serial",
+                       "serial out", "sn out", "old part sn", "old part serial", "outgoing serial", "old ppid",
+                       "removed ppid", "defective ppid", "old", "removed", "defective", "out",
+                       "旧件sn", "旧sn", "原sn", "旧件序列号", "旧序列号", "原序列号", "坏件sn", "坏件序列号", "故障件sn",
+                       "故障件序列号", "拆下sn", "下线sn", "旧卡sn", "旧卡序列号", "舊件sn", "舊件序號", "原序號", "舊sn"],
+    "installed_serial": ["new sn", "new serial", "new serial number", "new s n", "installed sn", "installed serial",
+                         "installed serial number", "replacement sn", "replacement serial",
+                         "replacement serial number", "replacement part sn", "good sn", "serial in", "sn in",
+                         "new part sn", "new part serial", "incoming serial", "new ppid", "replacement ppid",
+                         "new", "installed", "replacement", "in",
+                         "新件sn", "新sn", "新件序列号", "新序列号", "备件sn", "备件序列号", "上线sn", "新卡sn", "新卡序列号",
+                         "新件序號", "新序號", "新sn號"],
+    "swap_part_text": ["part", "parts", "part type", "part kind", "part name", "part description", "component",
+                       "component type", "component name", "kind", "type", "item", "item description", "category",
+                       "description", "name", "commodity", "fru description", "配件类型", "部件类型", "备件类型",
+                       "配件名称", "部件名称", "备件名称", "物料描述", "物料名称", "类型", "名称", "部件", "配件", "零件",
+                       "配件類型", "部件類型", "零件名稱"],
     # Columns that look like the ones above but are not: matched exactly, then dropped.
     "_ignore": ["part number", "part no", "part #", "p n", "pn", "fru", "fru number", "assignment group", "assignee",
                 "assigned to", "requester", "reporter", "caller", "priority", "issue id", "issue type", "tags",
@@ -77,7 +110,9 @@ FIELD_ALIASES: dict[str, list[str]] = {
 }
 TEXT_FIELDS = ("part_text", "symptom_text", "action_text")
 #: Fields that make a row a ticket header, beside the ticket id.
-_TEXT_LIKE = (*TEXT_FIELDS, "description")
+_TEXT_LIKE = (*TEXT_FIELDS, "title", "description")
+#: Roles found only among the columns of a list of part swaps (``parts[].type``).
+SWAP_ROLES = ("swap_part_text", "removed_serial", "installed_serial")
 #: Below this rapidfuzz ratio a header is not taken for an alias; headers shorter than
 #: :data:`HEADER_MIN_FUZZY_LEN` must match an alias exactly (short words are too alike).
 HEADER_MIN_SCORE = 84.0
@@ -112,8 +147,6 @@ def canonical_header(name: object) -> str:
 
 # Jira writes custom fields as ``Custom field (Serial Number)``.
 _CUSTOM_FIELD = re.compile(r"^custom\s*field\s*[(（]\s*(.+?)\s*[)）]$", re.I)
-# A JSON path flattened by the reader: ``device.sn``.
-_PATH = re.compile(r"(?<=\w)\.(?=[^\W\d])")
 
 
 def _split_camel(name: object) -> str:
@@ -133,96 +166,71 @@ def _tokens(s: str) -> list[str]:
     return re.findall(r"[\u3400-\u9fff]+|[^\s\u3400-\u9fff]+", s)
 
 
+#: Each alias with what matching needs of it, worked out once: (alias, squashed, words, a
+#: Chinese word of three or more characters that may sit inside a longer word).
+_ALIAS_PARTS = {f: [(a, _squash(a), _tokens(a), bool(re.fullmatch(r"[\u3400-\u9fff]{3,}", a))) for a in names]
+                for f, names in _ALIASES.items()}
+
+
 def _contains(header: str, alias: str) -> float:
     """A score when the header holds the alias as whole words (``Asset Serial Number``) or
     a Chinese alias of three or more characters inside a word (``工单号码``), higher the more
     of the header it covers and when it ends the header (the head noun: ``故障发生时间``)."""
-    words, want = _tokens(header), _tokens(alias)
-    if not want or len(words) < 1 or words == want:
+    return _contains_words(_tokens(header), _squash(header), alias, _squash(alias), _tokens(alias),
+                           bool(re.fullmatch(r"[\u3400-\u9fff]{3,}", alias)))
+
+
+def _contains_words(words: list[str], squashed: str, alias: str, alias_squashed: str, want: list[str],
+                    cjk: bool) -> float:
+    if not want or not words or words == want:
         return 0.0
     n = len(want)
     at = -1
-    if len(want) == 1 and re.fullmatch(r"[\u3400-\u9fff]{3,}", alias):
+    if n == 1 and cjk:
+        if alias not in squashed:
+            return 0.0
         at = next((i for i, w in enumerate(words) if alias in w and w != alias), -1)
         at = next((i for i, w in enumerate(words) if w == alias), at)
         ends = at == len(words) - 1 and words[at].endswith(alias)
     elif len(alias) >= HEADER_MIN_FUZZY_LEN or want == ["sn"]:
+        if want[0] not in words:
+            return 0.0
         at = next((i for i in range(len(words) - n + 1) if words[i:i + n] == want), -1)
         ends = at == len(words) - n
         if want == ["sn"] and not ends:
             return 0.0
     if at < 0:
         return 0.0
-    cover = len(_squash(alias)) / max(len(_squash(header)), 1)
+    cover = len(alias_squashed) / max(len(squashed), 1)
     return HEADER_MIN_SCORE + 1 + (10 * cover + 2 if ends else 5 * cover)
 
 
+@lru_cache(maxsize=1 << 16)
 def _score(header: str, field: str) -> float:
+    """How well a canonical header names ``field``, 0-100: an alias exactly, fuzzily
+    (rapidfuzz ratio, headers of five characters or more) or inside longer words."""
+    squashed, words = _squash(header), _tokens(header)
     best = 0.0
-    for alias in _ALIASES[field]:
-        if header == alias or _squash(header) == _squash(alias):
+    for alias, alias_squashed, want, cjk in _ALIAS_PARTS[field]:
+        if header == alias or squashed == alias_squashed:
             return 100.0
-        if len(header) >= HEADER_MIN_FUZZY_LEN:
-            best = max(best, fuzz.ratio(header, alias))
-        best = max(best, _contains(header, alias))
+        best = max(best, _contains_words(words, squashed, alias, alias_squashed, want, cjk))
+    if len(header) >= HEADER_MIN_FUZZY_LEN:
+        hit = process.extractOne(header, _ALIASES[field], scorer=fuzz.ratio)
+        best = max(best, hit[1] if hit else 0.0)
     return best
 
 
 def map_columns(headers: list[object], configured: dict[str, str] | None = None) -> dict[str, int]:
-    """Map ticket schema fields to column positions.
-
-    Configured names (``tickets.points.<point>.columns``, field -> header) win; the other
-    headers are matched to the aliases, best pairs first, each header used once.
+    """Map ticket fields to column positions from the headers alone (configured names win).
 
     Returns an empty dict when the row does not look like a ticket header (no ticket id,
-    or none of part/symptom/action text).
+    or no text column). :func:`pipeline.ingest.ticket_layout.recognise` also weighs the
+    values and says when it is unsure.
     """
-    configured = configured or {}
-    canon = [canonical_header(_split_camel(h)) for h in headers]
-    found: dict[str, int] = {}
-    for fieldname, name in configured.items():
-        want = canonical_header(_split_camel(name))
-        for i, h in enumerate(canon):
-            if h == want and i not in found.values():
-                found[fieldname] = i
-                break
-    pairs = []
-    # A flattened JSON path is also tried by its last name, a little below the whole path.
-    leaves = [canonical_header(_split_camel(_PATH.split(str(h))[-1])) if _PATH.search(str(h or "")) else None
-              for h in headers]
-    for i, h in enumerate(canon):
-        if not h or i in found.values():
-            continue
-        for fieldname in FIELD_ALIASES:
-            if fieldname in found and fieldname != "_ignore":
-                continue
-            s = _score(h, fieldname)
-            if leaves[i]:
-                s = max(s, _score(leaves[i], fieldname) - 1)
-            if s >= HEADER_MIN_SCORE:
-                pairs.append((s, -i, fieldname, i))
-    ignored: set[int] = set()
-    for _, _, fieldname, i in sorted(pairs, reverse=True):
-        if i in ignored or i in found.values():
-            continue
-        if fieldname == "_ignore":
-            ignored.add(i)
-        elif fieldname not in found:
-            found[fieldname] = i
-    if "ticket_id" not in found or not any(f in found for f in _TEXT_LIKE):
-        return {}
-    return found
+    from pipeline.ingest.ticket_layout import headers_only  # it builds on this module
 
-
-def layout_error(path: object, point: str, headers: list[object]) -> UsageError:
-    """The error for an export whose columns are not recognised: it names what it saw."""
-    seen = [str(h) for h in headers if h not in (None, "")]
-    return UsageError(
-        f"{path}: cannot recognise the ticket columns of service point {point!r}; saw {seen}. "
-        f"Need a ticket id and at least one of part/symptom/action text; name them in "
-        f"fleetfault.toml, e.g. [tickets.points.{point}.columns] ticket_id = \"<header>\", "
-        f"part_text = \"<header>\""
-    )
+    return headers_only(headers, configured)
 
 
 # -- cells -------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def read_xlsx(path: Path) -> FileRead:
         # From bytes, not the name: openpyxl refuses a workbook whose name ends in .csv.
         book = openpyxl.load_workbook(io.BytesIO(path.read_bytes()), read_only=True, data_only=False)
     except Exception as exc:  # openpyxl raises many kinds for a damaged file
-        return FileRead(rejects=[Rejected(None, "unreadable_xlsx", str(path), f"{type(exc).__name__}: {exc}")])
+        return FileRead(rejects=[Rejected(None, "bad_xlsx", str(path), f"not a readable workbook: {type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xlsx")
     try:
         states = {s.title: getattr(s, "sheet_state", "visible") for s in book.worksheets}
@@ -262,15 +262,18 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
     rejects: list[Rejected] = []
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError) as exc:
         doc = None
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append((n, json.loads(line), line))
-            except json.JSONDecodeError as exc:
-                rejects.append(Rejected(n, "bad_json", line, str(exc)))
+        if _is_jsonl(text) or isinstance(exc, RecursionError):
+            for n, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append((n, json.loads(line), line))
+                except (json.JSONDecodeError, RecursionError) as err:
+                    rejects.append(Rejected(n, "bad_json", line, str(err)))
+        else:  # one document, cut short or damaged: keep the records before the damage
+            records, rejects = _salvage(text, exc)
     if doc is not None:
         doc = _record_list(doc)
         records = [(i, r, json.dumps(r, ensure_ascii=False)) for i, r in enumerate(doc, start=1)]
@@ -290,6 +293,46 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
     return FileRead([sheet], rejects, enc)
 
 
+def _is_jsonl(text: str) -> bool:
+    """JSON Lines: the first non-blank line is a whole JSON value by itself."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        json.loads(first)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
+def _salvage(text: str, exc: json.JSONDecodeError) -> tuple[list[tuple[int, object, str]], list[Rejected]]:
+    """The whole records of a JSON document that is cut short (a dump killed mid-write) or
+    damaged, and one ``bad_json`` reject for the rest: the records are read one by one from
+    the first list that holds objects (``[{...}, {...``, ``{"data": {"list": [{...``)."""
+    dec = json.JSONDecoder()
+    m = re.search(r"\[\s*\{", text)
+    records: list[tuple[int, object, str]] = []
+    pos = m.start() + 1 if m else len(text)
+    while m:
+        pos = _skip(text, pos, " \t\r\n,")
+        if pos >= len(text) or text[pos] != "{":
+            break
+        try:
+            rec, end = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break
+        records.append((len(records) + 1, rec, text[pos:end]))
+        pos = end
+    what = "cut short" if exc.pos >= len(text.rstrip()) - 1 else "damaged"
+    detail = (f"the JSON document is {what} ({exc.msg} at line {exc.lineno} column {exc.colno}); record "
+              f"{len(records) + 1} on is lost, the {len(records)} whole records before it were read")
+    return records, [Rejected(len(records) + 1, "bad_json", text[pos:pos + 400], detail)]
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
+
+
 def _record_list(doc: object, depth: int = 0) -> list:
     """The list of records in an API response: the document itself, or the list under
     ``records``/``data``/``items``..., however deep (``{"data": {"items": [...]}}``)."""
@@ -300,8 +343,17 @@ def _record_list(doc: object, depth: int = 0) -> list:
             v = doc.get(k)
             if isinstance(v, list) or (isinstance(v, dict) and _record_list(v, depth + 1) is not None):
                 return _record_list(v, depth + 1)
+        # A portal's own name for the list (``rmaRequests``, ``workOrders``): its one list of objects.
+        lists = [v for v in doc.values() if isinstance(v, list) and v and all(isinstance(i, dict) for i in v)]
+        if len(lists) == 1 and depth == 0 and not any(isinstance(v, (str, int, float)) and k in _ID_KEYS
+                                                      for k, v in doc.items()):
+            return lists[0]
         return [doc] if depth == 0 else None
     return [doc] if depth == 0 else None
+
+
+#: Keys that make an object one ticket, not an envelope around a list of them.
+_ID_KEYS = ("id", "key", "number", "ticket_id", "ticketId", "ticket", "rmaNumber", "caseNumber", "工单号", "工单编号")
 
 
 #: Keys whose text is the content of a comment object (``{"author": ..., "body": ...}``).
@@ -318,11 +370,25 @@ def flatten(rec: dict, prefix: str = "") -> dict:
             out[key] = v["display_value"]
         elif isinstance(v, dict):
             out.update(flatten(v, key + "."))
+        elif isinstance(v, list) and not v:
+            continue  # an empty list says nothing (no parts swapped), and makes no column of its own
+        elif isinstance(v, list) and _is_item_list(v):
+            # A list of objects that are not comments (parts swapped, attachments): one
+            # column per key, ``parts[].oldSn``, each cell a list with one value per item.
+            items = [flatten(item) for item in v]
+            for k in dict.fromkeys(k for item in items for k in item):
+                out[f"{key}[].{k}"] = [item.get(k) for item in items]
         elif isinstance(v, list):
             out[key] = _list_text(v)
         else:
             out[key] = v
     return out
+
+
+def _is_item_list(items: list) -> bool:
+    """A list of objects none of which is a comment (``{"author": .., "body": ..}``)."""
+    return bool(items) and all(isinstance(i, dict) for i in items) and not any(
+        isinstance(i.get(k), str) for i in items for k in _COMMENT_KEYS)
 
 
 def _list_text(items: list) -> str | None:
@@ -337,7 +403,9 @@ def _list_text(items: list) -> str | None:
 
 
 def _json_cell(v: object) -> object:
-    if isinstance(v, (dict, list)):
+    if isinstance(v, list):  # a list-of-objects column (see flatten): its values, as they are
+        return [_json_cell(x) for x in v]
+    if isinstance(v, dict):
         return json.dumps(v, ensure_ascii=False)
     return v
 
@@ -382,6 +450,8 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
     parser = _TableParser()
     parser.feed(text)
     parser.close()
+    if not parser.tables:
+        return FileRead(rejects=[Rejected(None, "no_table", text[:400], "an HTML page without a table")], encoding=enc)
     sheets = []
     for n, table in enumerate(parser.tables, start=1):
         sheet = Sheet(path.name if len(parser.tables) == 1 else f"{path.name}#{n}")
@@ -393,17 +463,30 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
+def _blank(data: bytes) -> bool:
+    """Nothing but blanks, NULs and byte-order marks (a 0-byte export, or one Excel saved empty)."""
+    for bom in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        data = data.replace(bom, b"")
+    return not data.strip(b" \t\r\n\x00")
+
+
 def read_export(path: Path, encoding: str = "") -> FileRead:
     """Read one export by what its first bytes say it is, else by its suffix: portals name
     HTML tables and tab-separated text ``.xls``, and a workbook may be called ``.csv``."""
     with open(path, "rb") as fh:
         head = fh.read(512)
     suffix = path.suffix.lower()
+    if _blank(head) and (len(head) < 512 or _blank(path.read_bytes())):
+        what = "0 bytes" if not head else "only blanks"
+        return FileRead(rejects=[Rejected(None, "empty_file", "", f"the export is empty ({what}): nothing to read")])
     if head.startswith(b"PK\x03\x04") and suffix not in (".json", ".jsonl", ".ndjson"):
         return read_xlsx(path)
     if head.startswith(_OLE2):
         return read_xls(path)
     if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
+        if suffix in (".json", ".jsonl", ".ndjson"):  # an API's login or error page saved as the dump
+            return FileRead(rejects=[Rejected(None, "bad_json", head[:400].decode("latin-1"),
+                                              "an HTML page (a login or error page?), not JSON")])
         return read_html(path, encoding)
     if suffix in (".json", ".jsonl", ".ndjson"):
         return read_json(path, encoding)
