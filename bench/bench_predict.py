@@ -3,14 +3,14 @@
 Runs the ingest, normalize, link and stats stages of ``fleetfault run`` on a simulator
 output (once; ``--skip-ingest`` reuses the warehouse), then the ``predict`` stage alone in a
 fresh process, measuring its wall time and peak RSS, and reads the evaluation it wrote
-(``OUT/metrics/predict.json``: the model on the last test period next to the rule
-baseline). With ``--periods N`` it then replays the nightly retraining over N consecutive
-test periods (:mod:`pipeline.predict.backtest`) and judges the pooled test days: one
-30-day period holds too few failures for a median lead time. Writes its section of
-``bench/RESULTS.md``. Usage::
+(``OUT/metrics/predict.json``: the model's pooled out-of-fold days next to the evidence
+score). With ``--periods N`` it then replays each night's decision over N consecutive test
+periods (:mod:`pipeline.predict.backtest`) and judges the pooled test days for the
+published list, the evidence score, the model and the critical-Xid rules: one period holds
+too few failures for a median lead time. Writes its section of ``bench/RESULTS.md``. Usage::
 
-    nice fleetfault simulate --gpus 1000 --days 365 --seed 8101 --interval 3600 --accel 4 --out /tmp/eval/sim
-    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work --periods 8
+    nice fleetfault simulate --gpus 300 --days 120 --seed 31337 --interval 3600 --accel 4 --out /tmp/eval/sim
+    nice python bench/bench_predict.py --data /tmp/eval/sim --work /tmp/eval/work --periods 3
 """
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ ROWS = [("PR-AUC", "pr_auc"), ("recall at 90% precision", "recall_at_90_precisio
 
 
 def _metric_lines(m: dict, what: str) -> list[str]:
-    """The model-vs-rules table of one evaluation and its three acceptance lines."""
+    """The model-vs-evidence-score table of one evaluation and its three acceptance lines."""
     mo, ba = m["model"], m["baseline"]
-    lines = [f"| metric ({what}) | model | rule baseline |", "|---|---|---|"]
+    lines = [f"| metric ({what}) | model | evidence score |", "|---|---|---|"]  # "baseline": the evidence score
     for label, key in ROWS:
         if key is None:
             lines.append(f"| {label} | {mo['failures_caught']} / {mo['failures']} | {ba['failures_caught']} / {ba['failures']} |")
@@ -162,42 +162,48 @@ def _metric_lines(m: dict, what: str) -> list[str]:
 
 
 def _walk_lines(w: dict) -> list[str]:
-    """Per-period rows, then the pooled table and the lead-time histogram."""
-    lines = [f"Walk-forward: {len(w['periods'])} consecutive test periods, each with a model trained and "
-             "calibrated only on the days before it (the nightly sliding window), "
-             f"{w['seconds']:.0f} s in all.", "",
-             "| test period | failures | caught: model / rules | median lead: model / rules | PR-AUC: model / rules "
-             "| recall ratio | ECE |", "|---|---|---|---|---|---|---|"]
+    """Per-period rows, then the pooled table of the four rankers and the lead times."""
+    from pipeline.predict.backtest import RANKERS
+
+    lines = [f"Walk-forward: {len(w['periods'])} consecutive test periods, each night replayed on its own past "
+             "(time-ordered cross-validation, promotion against the evidence score, final model), "
+             f"{w['seconds']:.0f} s in all. `list` is what the night published (the model if promoted, else "
+             "the evidence score).", "",
+             "| test period | failures | caught: list / evidence / model / rules | promoted | evidence calibrated on |",
+             "|---|---|---|---|---|"]
     for r in w["periods"]:
-        period = " to ".join(r["split"]["test"])
-        if "metrics" not in r:
-            lines.append(f"| {period} | — | {r['note']} | | | | |")
-            continue
         m = r["metrics"]
-        mo, ba = m["model"], m["baseline"]
-        lines.append(f"| {period} | {mo['failures']} | {mo['failures_caught']} / {ba['failures_caught']} | "
-                     f"{_g(mo['median_lead_days'], '{:.1f}')} / {_g(ba['median_lead_days'], '{:.1f}')} | "
-                     f"{_g(mo['pr_auc'])} / {_g(ba['pr_auc'])} | {_g(m['recall_ratio_vs_baseline'], '{:.2f}')} | "
-                     f"{_g(mo['ece'], '{:.4f}')} |")
+        lines.append(f"| {' to '.join(r['test'])} | {m['list']['failures']} | "
+                     + " / ".join(str(m[k]["failures_caught"]) for k in RANKERS)
+                     + f" | {'yes' if r['promoted'] else 'no'} | {r['evidence_source']} |")
     if w.get("pooled") is None:
         return lines + [""]
-    fw = w.get("full_window") or {}
-    if fw.get("pooled") and fw["periods"] < len(w["periods"]):
-        fm = fw["pooled"]
-        lines += ["", f"Only the {fw['periods']} periods trained on the full window: caught "
-                  f"{fm['model']['failures_caught']} / {fm['model']['failures']} (rules "
-                  f"{fm['baseline']['failures_caught']}), median lead {_g(fm['model']['median_lead_days'], '{:.1f}')} "
-                  f"days (rules {_g(fm['baseline']['median_lead_days'], '{:.1f}')}), recall ratio "
-                  f"{_g(fm['recall_ratio_vs_baseline'], '{:.2f}')}×, ECE {_g(fm['model']['ece'], '{:.4f}')}."]
-    hist = {k: {d: v.count(d) for d in range(1, 8)} for k, v in w["leads"].items()}
-    lines += ["", *_metric_lines(w["pooled"], "all test periods pooled"), "",
-              "Lead days of the caught failures (pooled; first alert to the replacement ticket):", "",
-              "| lead, days | " + " | ".join(str(d) for d in range(1, 8)) + " |", "|---" * 8 + "|",
-              *(f"| {k} | " + " | ".join(str(hist[k][d]) for d in range(1, 8)) + " |" for k in ("model", "baseline")), ""]
-    for k in ("model", "baseline"):
-        lo, hi, share = median_interval(w["leads"][k])
-        lines.append(f"- {k}: median lead {lo:g} to {hi:g} days in 95% of bootstrap resamples of its caught "
-                     f"failures (10,000 draws), at least 3 days in {100 * share:.0f}%")
+    P = w["pooled"]
+    rows = [("PR-AUC (GPU-days)", "pr_auc", "{:.3f}"), ("failures caught at the alert", None, None),
+            ("alert precision (GPU-days)", "alert_precision", "{:.3f}"),
+            ("recall (failures), top alert_top per day", "recall_topk", "{:.3f}"),
+            ("precision, top alert_top per day", "precision_topk", "{:.3f}"),
+            ("recall (failures), top 1% per day", "recall_top1pct", "{:.3f}"),
+            ("median lead, days", "median_lead_days", "{:.1f}"), ("needless drains", "needless_drains", "{:.0f}"),
+            ("ECE", "ece", "{:.4f}"), ("Brier", "brier", "{:.5f}")]
+    lines += ["", "| pooled | " + " | ".join(RANKERS) + " |", "|---" * (len(RANKERS) + 1) + "|"]
+    for label, key, fmt in rows:
+        if key is None:
+            cells = [f"{P[k]['failures_caught']} / {P[k]['failures']}" for k in RANKERS]
+        else:
+            cells = [_g(P[k][key], fmt) for k in RANKERS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for k, r in w["ratios"].items():
+        lines.append(f"- {k}: recall at the rules' precision {_g(r['recall_at_rules_precision'])} vs the rules' "
+                     f"{_g(r['rules_recall'])} = {_g(r['ratio'], '{:.2f}')}x")
+    lines.append(f"- alerts: the rules on any critical Xid in 7 days; the others at the break-even risk "
+                 f"{w['alert_threshold']:.3f}")
+    for k in RANKERS:
+        if w["leads"].get(k):
+            lo, hi, share = median_interval(w["leads"][k])
+            lines.append(f"- {k}: lead days of caught failures {w['leads'][k]}; median {lo:g} to {hi:g} in 95% of "
+                         "bootstrap resamples")
     return lines + [""]
 
 
@@ -215,7 +221,7 @@ def median_interval(leads: list[int], draws: int = 10_000, seed: int = 0) -> tup
 
 def write_results(res: dict, path: Path, command: str) -> None:
     m = res["metrics"]
-    mo = m["model"]
+    mo = m.get("model")
     lines = [
         "## predict: failure prediction (nightly stage)", "",
         f"Command: `{command}` ({os.cpu_count()} CPUs shared with other jobs; the stage runs with "
@@ -223,19 +229,23 @@ def write_results(res: dict, path: Path, command: str) -> None:
         f"Data: {res['data']}" + (f", written by `{res['simulate']}`." if res.get("simulate") else ".")
         + (f" {res['note']}" if res.get("note") else "")
         + (f" Input: {res['size']}." if res.get("size") else ""), "",
-        f"- predict stage (features, retraining, drift check, ranking, explanations): **{res['predict_seconds']:.0f} s**, "
+        f"- predict stage (features, time-ordered cross-validation, retraining, ranking, explanations, track record): **{res['predict_seconds']:.0f} s**, "
         f"peak RSS **{res['predict_peak_rss'] / 2**20:.0f} MiB**"
         + (f"; the stages before it took {res['ingest_seconds']:.0f} s" if res["ingest_seconds"] else ""), "",
     ]
     if res.get("walk_forward"):
         lines += _walk_lines(res["walk_forward"])
-    lines += [
-        f"The nightly stage's own test period {m['test_start']} to {m['test_end']}, horizon {m['horizon_days']} days, "
-        f"{mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive ({mo['failures']} failures):", "",
-        *_metric_lines(m, "nightly test period"),
-        f"- the model alerts above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
-        "cost of a missed failure); the baseline alerts on any critical Xid in 7 days.", "",
-    ]
+    if mo is None:  # no model trained: the stage's notes say why
+        lines += [f"The nightly stage trained no model: {'; '.join(m.get('notes') or [])}", ""]
+    else:
+        lines += [
+            f"The nightly stage's pooled out-of-fold days {m['test_start']} to {m['test_end']}, horizon "
+            f"{m['horizon_days']} days, {mo['gpu_days']:,} GPU-days, {mo['positive_gpu_days']} positive "
+            f"({mo['failures']} failures); promoted: {m.get('promoted')} ({m.get('reason')}):", "",
+            *_metric_lines(m, "out-of-fold"),
+            f"- both alert above the break-even risk {m['alert_threshold']:.3f} (cost of a needless drain / "
+            "cost of a missed failure).", "",
+        ]
     section = "\n".join(lines)
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"
     start = text.find("## predict:")

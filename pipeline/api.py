@@ -149,8 +149,8 @@ def interesting_gpu(wh: Warehouse) -> str | None:
 
 
 def model_runs(wh: Warehouse) -> pl.DataFrame:
-    """Every training of the failure model: periods, test metrics next to the baseline's,
-    and whether the drift check promoted it (newest first)."""
+    """Every training of the failure model: periods, pooled out-of-fold metrics next to the
+    evidence score's (``baseline_pr_auc``), and whether it was promoted and why (newest first)."""
     if not wh.table_exists("model_runs"):  # a warehouse from before the predict stage existed
         return pl.DataFrame()
     return wh.pl("SELECT * FROM model_runs ORDER BY trained_at DESC", step="api: model runs")
@@ -175,7 +175,7 @@ def model_card(wh: Warehouse, version: str | None = None, cfg: Config | None = N
 
 
 def model_metrics(card: dict) -> pl.DataFrame:
-    """A model card's test metrics as a table: metric, model, baseline."""
+    """A model card's out-of-fold metrics as a table: metric, model, baseline (the evidence score)."""
     m = card.get("metrics", {})
     model, base = m.get("model", {}) or {}, m.get("baseline", {}) or {}
     names = [k for k in model if isinstance(model.get(k), (int, float)) or isinstance(base.get(k), (int, float))]
@@ -187,7 +187,7 @@ def model_metrics(card: dict) -> pl.DataFrame:
 
 def calibration(out_dir: str | Path | None = None, cfg: Config | None = None) -> pl.DataFrame:
     """The last evaluation's calibration table (mean predicted risk against the observed rate
-    per risk bin, for the model and the rule baseline), from ``OUT/plots/``; empty when the
+    per risk bin, for the model and the evidence score), from ``OUT/plots/``; empty when the
     predict stage has not evaluated a model yet."""
     out = Path(out_dir) if out_dir else Path(_cfg(cfg).paths.out)
     path = out / "plots" / "predict_calibration.csv"

@@ -156,7 +156,7 @@ def run(
 #: export name -> (warehouse table, columns or None for all declared ones)
 EXPORTS: dict[str, tuple[str, list[str] | None]] = {
     "xid": ("xid_events", ["ts", "uptime_s", "host", "pci_bus_id", "kind", "xid", "pid", "process",
-                           "message", "source_file", "line_no", "serial"]),
+                           "message", "source_file", "line_no", "ts_quality", "ts_error_s", "serial"]),
     "tickets": ("tickets", ["ticket_id", "service_point", "opened_at", "host", "serial", "part_text",
                             "symptom_text", "action_text", "part_code", "part_score", "symptom_code",
                             "symptom_score", "action_code", "action_score", "review"]),

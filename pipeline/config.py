@@ -82,11 +82,19 @@ class Tickets:
 
 @dataclass(frozen=True)
 class Normalize:
-    # Scores (0-100) at or above this are coded automatically; below go to review.
+    # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
+    # this are coded automatically; below go to review.
     auto_threshold: float = 85.0
     # Replace the bundled taxonomy (pipeline/declared/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
+    # Raw score -> probability table (default pipeline/declared/calibration.yaml; bench/bench_coding_corpus.py
+    # --fit-calibration fits one on your own labelled tickets).
+    calibration: str = ""
+    # The learned layer (pipeline/normalize/learned.py): codes what the rules left to review,
+    # only at a probability whose held-out codes were right at least `learned_precision`.
+    learned: bool = True
+    learned_precision: float = 0.99
 
 
 @dataclass(frozen=True)
@@ -137,11 +145,30 @@ class Predict:
     top_k: int = 50
     # OpenMP threads for training and scoring; 1 avoids spin-wait collapse on a busy host.
     threads: int = 1
+    # Evidence-score weights (YAML); empty: the bundled pipeline/declared/predict_evidence.yaml.
+    evidence_file: str = ""
+    # Failures in the history before the fleet's own rate calibrates the evidence score
+    # (fewer: the published prior AFR); also the fewest out-of-fold failures to promote a model.
+    min_failures: int = 5
+    # Consecutive out-of-fold periods of the time-ordered cross-validation.
+    cv_folds: int = 4
+    # GPUs per day the on-call team looks at: the track record counts these as flagged.
+    alert_top: int = 20
 
 
 @dataclass(frozen=True)
 class Report:
     title: str = "GPU fleet reliability"
+    # "auto": simulated when the data folder holds the simulator's truth/params.json;
+    # "real" or "simulated" to say so (fleetfault report has no data folder to look at).
+    data_origin: str = "auto"
+    # The factor the data's failure rates are multiplied by (simulate --accel); 0: from the
+    # simulator's marker, else 1. Above 1 the report carries an "accelerated" banner.
+    rate_multiplier: float = 0.0
+    # Findings: a group has enough exposure to judge when a difference of this rate ratio
+    # would be detected with this power (two-sided, at stats.confidence).
+    detect_rate_ratio: float = 2.0
+    power: float = 0.8
 
 
 @dataclass(frozen=True)
@@ -300,14 +327,29 @@ def _check_values(values: dict, problems: list[str]) -> None:
     norm = values.get("normalize")
     if norm is not None and not 0 <= norm.auto_threshold <= 100:
         problems.append(f"normalize.auto_threshold: must be within 0-100, got {norm.auto_threshold}")
+    if norm is not None and not 0.5 <= norm.learned_precision < 1:
+        problems.append(f"normalize.learned_precision: must be at least 0.5 and below 1, got {norm.learned_precision}")
     stats = values.get("stats")
     if stats is not None and not 0 < stats.confidence < 1:
         problems.append(f"stats.confidence: must be between 0 and 1, got {stats.confidence}")
+    rep = values.get("report")
+    if rep is not None:
+        if rep.data_origin not in ("auto", "real", "simulated"):
+            problems.append(f"report.data_origin: must be auto, real or simulated, got {rep.data_origin!r}")
+        if rep.rate_multiplier < 0:
+            problems.append(f"report.rate_multiplier: must be 0 (auto) or positive, got {rep.rate_multiplier}")
+        if not rep.detect_rate_ratio > 1:
+            problems.append(f"report.detect_rate_ratio: must be above 1, got {rep.detect_rate_ratio}")
+        if not 0 < rep.power < 1:
+            problems.append(f"report.power: must be between 0 and 1, got {rep.power}")
     pred = values.get("predict")
     if pred is not None and pred.horizon_days < 1:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
     if pred is not None and pred.threads < 1:
         problems.append(f"predict.threads: must be at least 1, got {pred.threads}")
+    if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
+        problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
+                        f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")
 
 
 def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> None:

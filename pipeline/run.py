@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
+from pipeline.report.run_status import recorded
 from pipeline.warehouse import FileResult, Loaded, Warehouse
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ def resolve_stage(target: str) -> Callable[[RunContext], None]:
     return getattr(importlib.import_module(module), func)
 
 
+@recorded  # how the night ended, for Prometheus (out_dir/fleetfault_run.prom)
 def run_pipeline(
     cfg: Config,
     data_dir: Path,

@@ -78,7 +78,10 @@ def test_report_renders_in_chromium(wh, tmp_path, browser_page):
 
     fill_warehouse(wh)
     out = tmp_path / "report.html"
-    build_report(wh, Config()).write(out)
+    data = tmp_path / "data"  # the simulator's marker: the report must carry the banner
+    (data / "truth").mkdir(parents=True)
+    (data / "truth" / "params.json").write_text('{"accel": 8}')
+    build_report(wh, Config(), at=out, data_dir=data).write(out)
     page = browser_page
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -94,13 +97,38 @@ def test_report_renders_in_chromium(wh, tmp_path, browser_page):
         assert img["complete"] and img["width"] > 0 and img["height"] > 0, img
         assert img["distinct"] > 8, f"chart {img['alt']!r} looks blank: {img}"
     assert page.evaluate("() => !!window.__hostile") is False  # no injected script ran
-    shot = Path(os.environ.get("FLEETFAULT_SCREENSHOT_DIR", tmp_path)) / "report.png"
+    _check_banner_and_findings(page)
+    shots = Path(os.environ.get("FLEETFAULT_SCREENSHOT_DIR", tmp_path))
+    shot = shots / "report.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000
+    page.locator("section#findings").screenshot(path=str(shots / "findings.png"))
     page.emulate_media(media="print")
     assert page.locator("nav").is_hidden()
+    assert page.locator("#data-origin").is_visible()  # the warning prints too
     pdf = page.pdf(path=str(shot.with_suffix(".pdf")), format="A4", print_background=True)
     pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
     assert pdf.startswith(b"%PDF") and 3 <= pages <= 40, pages  # prints as a document, not one long strip
     assert not errors, errors
     assert not requests, f"the report fetched {requests}"
+
+
+def _check_banner_and_findings(page) -> None:
+    """The simulated-data banner is on screen above everything; Findings comes first and says
+    in words which batch fails more, what cannot be judged yet, the failure modes and changes."""
+    banner = page.locator("#data-origin")
+    assert banner.is_visible()
+    assert "Simulated data: failure rates ×8" in banner.inner_text()
+    top = banner.bounding_box()
+    assert top["y"] < page.locator("section#findings").bounding_box()["y"] < 900  # first screen
+    assert page.locator("main > section").first.get_attribute("id") == "findings"
+    titles = page.locator("section#findings h3").all_inner_texts()
+    assert titles == ["Fails significantly more than the rest of the fleet",
+                      "Fails significantly less than the rest of the fleet", "Too little exposure to judge",
+                      "Top failure modes", "What changed since the last report"], titles
+    flag = page.locator("section#findings p.flag").first.inner_text()
+    assert "B-2024-10" in flag and "× the rate of the rest of the fleet" in flag and "CI" in flag
+    needed = page.locator("section#findings table th").all_inner_texts()
+    assert "GPU-days needed" in needed
+    verdicts = page.locator("section#afr table").first.locator("th").all_inner_texts()
+    assert verdicts[-1] == "verdict"

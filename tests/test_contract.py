@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sample")]
 
 CONTRACT_COLUMNS = {
     "xid": ["ts", "uptime_s", "host", "pci_bus_id", "kind", "xid", "pid", "process", "message",
-            "source_file", "line_no", "serial"],
+            "source_file", "line_no", "ts_quality", "ts_error_s", "serial"],
     "tickets": ["ticket_id", "service_point", "opened_at", "host", "serial", "part_text", "symptom_text",
                 "action_text", "part_code", "part_score", "symptom_code", "symptom_score", "action_code",
                 "action_score", "review"],

@@ -8,7 +8,7 @@ import pytest
 from pipeline.normalize.matcher import Matcher
 
 CASES = [
-    (("GPU", "nvidia-smi has failed because it couldn't communicate with the NVIDIA driver", "reinstalled driver 535.129.03"), ("GPU", "DRIVER_ISSUE", "REFLASH")),
+    (("GPU", "nvidia-smi has failed because it couldn't communicate with the NVIDIA driver", "reinstalled driver 535.129.03"), ("SOFTWARE", "DRIVER_ISSUE", "REFLASH")),
     (("", "[Tue Mar  5 10:11:12 2025] NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", "RMA'd, replacement installed"), ("GPU", "FELL_OFF_BUS", "REPLACE")),
     (("8卡机器", "nvidia-smi 少一张卡，lspci看不到", "重新插拔后恢复"), ("GPU", "FELL_OFF_BUS", "RESEAT")),
     (("电源", "电源黄灯告警，冗余丢失", "更换电源模块"), ("PSU", "POWER_FAULT", "REPLACE")),
@@ -18,7 +18,7 @@ CASES = [
     (("DIMM", "Uncorrectable ECC error on DIMM A1", "replaced DIMM A1"), ("DIMM", "MEMORY_UNCORRECTABLE", "REPLACE")),
     (("riser", "GPU link degraded to x8 Gen3 after maintenance", "reseated riser cable"), ("PCIE_RISER", "PCIE_ERROR", "RESEAT")),
     (("N/A", "Customer reported job slowness, DCGM diag passed, could not reproduce", "closed - NFF"), ("NONE", "PERFORMANCE", "NONE")),
-    (("GPU3", "Xid 48 DBE, pending row remap", "GPU reset via nvidia-smi -r, row remap completed, monitoring"), ("GPU", "ROW_REMAP", "REBOOT")),
+    (("GPU3", "Xid 48 DBE, pending row remap", "GPU reset via nvidia-smi -r, row remap completed, monitoring"), ("GPU", "MEMORY_UNCORRECTABLE", "REBOOT")),
     (("NVLink bridge", "nvlink errors between GPU0 and GPU1, P2P bandwidth low", "reseated NVLink bridge"), ("NVLINK_BRIDGE", "NVLINK_ERROR", "RESEAT")),
     (("液冷板", "冷板漏液，GPU温度告警", "更换冷板"), ("COOLING", "PHYSICAL_DAMAGE", "REPLACE")),
     (("IB卡", "IB网卡掉线，链路down", "更换光模块"), ("NIC", "OTHER", "REPLACE")),

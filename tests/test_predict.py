@@ -27,6 +27,9 @@ from pipeline.warehouse import Warehouse
 
 START = date(2025, 1, 1)
 
+#: Two out-of-fold periods instead of four: the same decisions, half the fits (seconds per test).
+FAST = config_from_dict({"predict": {"cv_folds": 2}})
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -36,7 +39,7 @@ def trained(tmp_path_factory):
     with Warehouse(path) as wh:
         write_toy_fleet(wh, gpus=96, days=150, seed=7, start=START)
         build_features(wh, Config())
-        result = train(wh, Config(), mdir, out)
+        result = train(wh, FAST, mdir, out)
     return path, mdir, out, result
 
 
@@ -97,13 +100,13 @@ def test_labels_mark_the_horizon_before_a_replacement_and_stop_at_it(wh):
     assert wh.scalar("SELECT count(*) FROM features WHERE day > ? AND label = false", [last - timedelta(days=7)]) == 0
 
 
-def test_the_trained_model_beats_the_rules_and_is_calibrated(trained):
+def test_the_trained_model_beats_the_evidence_score_out_of_fold_and_is_calibrated(trained):
     _, mdir, out, result = trained
     assert result.promoted, result.notes
     m = result.metrics
-    assert m["model"]["pr_auc"] > 2 * m["baseline"]["pr_auc"]
-    assert m["recall_ratio_vs_baseline"] >= 1.2
-    assert m["model"]["ece"] <= 0.05
+    # the toy fleet's failures follow its batch and slow precursors the evidence score does not weigh
+    assert m["model"]["pr_auc"] > m["baseline"]["pr_auc"] and "out-of-fold" in result.notes[0]
+    assert m["model"]["ece"] <= 0.05 and m["rules"]["failures"] == m["model"]["failures"]
     pos_rate = m["model"]["positive_gpu_days"] / m["model"]["gpu_days"]
     assert m["model"]["brier"] < pos_rate  # better than always saying "no"
     assert (mdir / f"{result.version}.skops").exists() and (mdir / f"{result.version}.md").exists()
@@ -135,29 +138,42 @@ def test_shuffling_labels_in_time_drops_the_model_to_chance(trained):
     assert auc < 3 * prevalence, (auc, prevalence)
 
 
-def test_walk_forward_tests_consecutive_periods_each_on_its_own_past(trained):
+def test_cv_folds_are_in_time_order_a_horizon_apart():
+    folds = model.cv_folds(date(2025, 1, 1), date(2025, 6, 30), 180, 30, 7, 4)
+    assert len(folds) == 4 and folds[-1].test[1] == date(2025, 6, 30)
+    for f, nxt in zip(folds, folds[1:] + [None]):
+        assert (f.test[0] - f.train[1]).days == 8 and (f.test[1] - f.test[0]).days == 29
+        assert f.train[0] >= date(2025, 1, 1)
+        if nxt:
+            assert (nxt.test[0] - f.test[1]).days == 1
+    young = model.cv_folds(date(2025, 1, 1), date(2025, 2, 10), 180, 30, 7, 4)  # 41 labelled days
+    assert len(young) >= 1 and all((f.test[1] - f.test[0]).days == 6 for f in young)
+    assert model.cv_folds(date(2025, 1, 1), date(2025, 1, 20), 180, 30, 7, 4) == []
+
+
+def test_walk_forward_replays_each_night_on_its_own_past(trained):
     from dataclasses import replace
 
-    from pipeline.predict.backtest import walk_forward
+    from pipeline.predict.backtest import RANKERS, walk_forward
 
     path, *_ = trained
-    cfg = replace(Config(), predict=replace(Predict(), test_days=15, calibration_days=20))
+    cfg = replace(Config(), predict=replace(Predict(), test_days=15, cv_folds=2))
     with Warehouse(path, read_only=True) as wh:
-        res = walk_forward(wh, cfg, periods=5)
-    splits = [[[date.fromisoformat(d) for d in r["split"][k]] for k in ("train", "calibrate", "test")]
-              for r in res["periods"]]
-    assert len(splits) == 3  # the fourth would train on fewer than 60 days
-    for (train_, cal, test), nxt in zip(splits, splits[1:] + [None]):
-        assert (cal[0] - train_[1]).days > 7 and (test[0] - cal[1]).days > 7  # labels never cross into the test
-        assert (test[1] - test[0]).days == 14
+        res = walk_forward(wh, cfg, periods=3, min_history=60)
+    tests = [[date.fromisoformat(d) for d in r["test"]] for r in res["periods"]]
+    assert len(tests) == 3
+    for t, nxt in zip(tests, tests[1:] + [None]):
+        assert (t[1] - t[0]).days == 14
         if nxt:
-            assert (nxt[2][0] - test[1]).days == 1  # test periods tile the time line
-    scored = [r["metrics"]["model"] for r in res["periods"] if "metrics" in r]
-    pooled = res["pooled"]["model"]
-    assert pooled["gpu_days"] == sum(m["gpu_days"] for m in scored)
-    assert pooled["failures"] <= sum(m["failures"] for m in scored)  # one failure's horizon may span two periods
-    assert len(res["leads"]["model"]) == pooled["failures_caught"]
-    assert all(1 <= d <= 7 for d in res["leads"]["model"] + res["leads"]["baseline"])
+            assert (nxt[0] - t[1]).days == 1  # test periods tile the time line
+    for r in res["periods"]:
+        m = r["metrics"]
+        assert m["list"] == (m["model"] if r["promoted"] else m["evidence"])
+    pooled = res["pooled"]
+    assert pooled["list"]["gpu_days"] == sum(r["metrics"]["list"]["gpu_days"] for r in res["periods"])
+    for k in RANKERS:
+        assert len(res["leads"][k]) == pooled[k]["failures_caught"]
+        assert all(1 <= d <= 7 for d in res["leads"][k])
 
 
 def test_ranked_list_has_the_contract_columns_and_words(trained):
@@ -166,49 +182,51 @@ def test_ranked_list_has_the_contract_columns_and_words(trained):
         last = wh.scalar("SELECT max(day) FROM features")
         table, version, notes = rank_gpus(wh, Config(), mdir, last)
         stored = wh.scalar("SELECT count(*) FROM predictions WHERE as_of = ?", [last])
-    assert version == result.version and not notes
+    assert version == result.version
     assert list(table[CONTRACT].columns) == CONTRACT
     assert stored == len(table) > 0
-    assert table["rank"].tolist() == list(range(1, len(table) + 1))
+    assert table["rank"].iloc[0] == 1 and table["rank"].is_monotonic_increasing
     assert table["risk"].is_monotonic_decreasing and table["risk"].between(0, 1).all()
     assert (table["horizon_days"] == 7).all()
     assert table["top_factors"].head(10).notna().all()
 
 
-def test_a_worse_candidate_is_not_promoted(trained, monkeypatch, tmp_path):
-    from sklearn.calibration import CalibratedClassifierCV
+def test_a_candidate_no_better_than_the_evidence_score_is_not_promoted(trained, monkeypatch, tmp_path):
+    import shutil
+
     from sklearn.dummy import DummyClassifier
-    from sklearn.frozen import FrozenEstimator
 
     path, mdir, _, result = trained
-    copy = tmp_path / "wh.duckdb"
+    copy, mcopy = tmp_path / "wh.duckdb", tmp_path / "models"
     copy.write_bytes(Path(path).read_bytes())
+    shutil.copytree(mdir, mcopy)
 
-    def useless(X_train, y_train, X_cal, y_cal, *, seed=0, threads=1):
-        dummy = DummyClassifier(strategy="prior").fit(X_train, y_train)
-        return CalibratedClassifierCV(FrozenEstimator(dummy), method="sigmoid").fit(X_cal, y_cal)
+    def useless(X_train, y_train, *, seed=0, threads=1):
+        return DummyClassifier(strategy="prior").fit(X_train, y_train)
 
-    monkeypatch.setattr(model, "fit", useless)
+    monkeypatch.setattr(model, "fit_raw", useless)
     with Warehouse(copy) as wh:
-        assert "not retrained" in train(wh, Config(), mdir, None).notes[0]  # a rerun of the night
-        res = train(wh, Config(), mdir, None, force=True)
+        assert "not retrained" in train(wh, FAST, mcopy, None).notes[0]  # a rerun of the night
+        res = train(wh, FAST, mcopy, None, force=True)
         row = wh.sql("SELECT promoted, reason FROM model_runs WHERE version = ?", [res.version])[0]
-    assert not res.promoted and row[0] is False and "below" in row[1]
-    assert model.current_version(mdir) == result.version
+        table, version, _ = rank_gpus(wh, Config(), mcopy, wh.scalar("SELECT max(day) FROM features"))
+    assert not res.promoted and row[0] is False and "evidence score's" in row[1]
+    assert model.current_version(mcopy) is None and any(f"{result.version} retired" in n for n in res.notes)
+    assert version.startswith("evidence")
 
 
-def test_too_little_history_falls_back_to_the_rules(wh, tmp_path):
+def test_too_little_history_falls_back_to_the_evidence_score(wh, tmp_path):
     from pipeline.predict.stage import run as stage_run
     from pipeline.run import RunContext
 
     write_toy_fleet(wh, gpus=16, days=20, seed=1, start=START, daily_hazard=0.0)
     build_features(wh, Config())
     res = train(wh, Config(), tmp_path / "models", tmp_path / "out")
-    assert res.version is None and "rule baseline" in res.notes[0]
+    assert res.version is None and "too little history" in res.notes[0]
     last = wh.scalar("SELECT max(day) FROM features")
     table, version, notes = rank_gpus(wh, Config(), tmp_path / "models", last)
-    assert version == "rules-uncalibrated" and len(table) == 16
-    assert any("not calibrated" in n for n in notes)
+    assert version == "evidence-prior" and len(table) == 16
+    assert any("published prior" in n for n in notes)
     # The nightly stage goes through, with a note and the files DVC expects.
     ctx = RunContext(config_from_dict({"paths": {"models": str(tmp_path / "m")}}), wh, tmp_path, tmp_path / "out")
     stage_run(ctx)
@@ -224,7 +242,7 @@ def test_nightly_stage_and_cli(trained, cli, tmp_path, capsys):
     path, *_ = trained
     copy = tmp_path / "wh.duckdb"
     copy.write_bytes(Path(path).read_bytes())
-    cfg = config_from_dict({"paths": {"models": str(tmp_path / "m")}})
+    cfg = config_from_dict({"paths": {"models": str(tmp_path / "m")}, "predict": {"cv_folds": 2}})
     with Warehouse(copy) as wh:
         ctx = RunContext(cfg, wh, tmp_path, tmp_path / "out")
         stage_run(ctx)

@@ -160,14 +160,15 @@ def test_zero_failures_are_reported_as_such(quiet_fleet):
 
 
 @pytest.mark.parametrize("which", ["quiet_fleet", "failing_fleet"])
-def test_predict_falls_back_to_rules_with_a_note(which, request):
+def test_predict_falls_back_to_the_evidence_score_with_a_note(which, request):
     tmp, _, _ = request.getfixturevalue(which)
     notes = " ".join(_notes(tmp, "predict"))
-    assert "rule baseline" in notes and "2025-05-12" in notes
+    assert "the evidence score ranks" in notes and "2025-05-12" in notes
     preds = pl.read_csv(tmp / "out" / "predictions.csv", schema_overrides={"serial": pl.Utf8})
     assert preds.columns[:8] == ["rank", "serial", "host", "pci_bus_id", "model", "risk", "horizon_days",
                                  "top_factors"]
-    assert preds.height >= 10 and preds["rank"].to_list() == list(range(1, preds.height + 1))
+    ranks = preds["rank"].to_list()
+    assert preds.height >= 10 and ranks[0] == 1 and ranks == sorted(ranks)  # equal evidence, equal rank
     assert preds["risk"].is_between(0, 1).all() and preds["risk"].is_not_nan().all()
     assert set(preds["host"]) <= {fleet.FQDN, fleet.DGX, fleet.KLOGS_ONLY}
     assert fleet.SPARE in set(preds["serial"])  # installed mid-data, in service on the last day
@@ -199,7 +200,8 @@ def test_year_less_syslog_copied_months_later(tmp_path):
     later = fleet.LOGS_WRITTEN + 200 * 86400  # copied in late November, without -p
     os.utime(log, (later, later))
     ev = parse_file(log).events
-    assert ev.height == 2 and (ev["ts"].dt.year() == 2025).all()
+    # (the one-line fallen-off message is a raw event of its own, one event with its Xid 79 in xid_events)
+    assert ev.height == 3 and (ev["ts"].dt.year() == 2025).all()
 
 
 SPREADSHEET_REGISTRY = (

@@ -27,8 +27,10 @@
 #define HAVE_SIMD 1
 #endif
 
+/* "NVRM: GPU " covers the map ("GPU at"), serial ("GPU Board Serial") and per-GPU lines
+ * ("GPU 0000:01:00.0: GPU has fallen off the bus.", "... RmInitAdapter failed!"). */
 static const char *const DRIVER_HEADS[] = {
-    "NVRM: GPU at ", "NVRM: GPU Board Serial", "NVRM: The NVIDIA GPU", "NVRM: fallen off",
+    "NVRM: GPU ", "NVRM: The NVIDIA GPU", "NVRM: fallen off", "NVRM: RmInitAdapter failed",
 };
 #define N_HEADS (sizeof DRIVER_HEADS / sizeof DRIVER_HEADS[0])
 /* The RTC boot marker, found by its rarer middle "m cl" (CLOCK_AT bytes in). */

@@ -19,6 +19,7 @@ read line by line (:mod:`pipeline.ingest.smi_read`).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -28,7 +29,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.ingest import smi_facts, smi_native
+from pipeline.ingest import smi_facts, smi_headers, smi_native
 from pipeline.ingest.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
@@ -57,8 +58,9 @@ def parse_smi_files(
     Parameters
     ----------
     paths
-        Log files (plain or gzip), read in the order given; a headerless file continues
-        the header last seen in an earlier file.
+        Log files (plain or gzip), in rotation order (oldest first); a file that starts
+        without a header takes the same host's nearest header that fits its lines, before
+        it, else after it (:mod:`pipeline.ingest.smi_headers`).
     host
         Host of every sample; default: each file's folder name. A ``hostname`` field in
         the line wins over both.
@@ -83,18 +85,13 @@ def parse_smi_files(
     --------
     >>> df, bad = parse_smi_files(["gpu0.csv"], host="h1", tz="Asia/Shanghai")  # doctest: +SKIP
     """
-    current = parse_fields(fields) if fields else None
-    # Segments with the same fields (and host) are cleaned together: one SQL step each.
-    groups: dict[tuple, list[pl.DataFrame]] = {}
-    per_file: list[tuple[Path, ExactRead]] = []
-    for seq, p in enumerate(paths):
-        p = Path(p)
-        h = host or p.resolve().parent.name
-        out = ExactRead()
-        for seg in read_exact(p, current, out):
-            groups.setdefault((tuple(seg.fields), h), []).append(seg.frame.with_columns(_seq=pl.lit(seq)))
-        current = out.last_fields
-        per_file.append((p, out))
+    configured = parse_fields(fields) if fields else None
+    paths = [Path(p) for p in paths]
+    hosts = [host or p.resolve().parent.name for p in paths]
+    groups, per_file, starts = _read_in_order(paths, hosts, configured, {})
+    planned = _cli_plan(paths, hosts, per_file, configured)
+    if any(planned[k] != starts[k] for k in planned):  # a header after a file, or a nearer fitting one
+        groups, per_file, _ = _read_in_order(paths, hosts, configured, planned)
     frames: list[pl.DataFrame] = []
     bad_by_seq: dict[int, list[Rejected]] = {}
     con = scratch()
@@ -118,6 +115,46 @@ def parse_smi_files(
         return pl.DataFrame(schema=empty), rejects
     df = pl.concat(frames, how="diagonal_relaxed").sort("_seq", "_line_no", maintain_order=True)
     return df.drop("_seq", "_line_no"), rejects
+
+
+def _read_in_order(paths: list[Path], hosts: list[str], configured, planned: dict[int, list[Field] | None]):
+    """Each file's segments read line by line, a file continuing its predecessor's field
+    list unless ``planned`` names its start. Segments with the same fields (and host) are
+    grouped, to be cleaned together: one SQL step each."""
+    groups: dict[tuple, list[pl.DataFrame]] = {}
+    per_file: list[tuple[Path, ExactRead]] = []
+    starts: list[list[Field] | None] = []
+    current = configured
+    for seq, (p, h) in enumerate(zip(paths, hosts)):
+        current = planned.get(seq, current)
+        starts.append(current)
+        out = ExactRead()
+        for seg in read_exact(p, current, out):
+            groups.setdefault((tuple(seg.fields), h), []).append(seg.frame.with_columns(_seq=pl.lit(seq)))
+        current = out.last_fields
+        per_file.append((p, out))
+    return groups, per_file, starts
+
+
+def _cli_plan(paths: list[Path], hosts: list[str], per_file, configured) -> dict[int, list[Field] | None]:
+    """The header plan (:func:`smi_headers.plan_starts`) of the files that start without a
+    header, host by host in the order given; empty when every file starts with one."""
+    firsts = [header_fields(first_line(p)) for p in paths]
+    if all(firsts):
+        return {}
+    out: dict[int, list[Field] | None] = {}
+    for h in dict.fromkeys(hosts):
+        idx = [k for k, hh in enumerate(hosts) if hh == h]
+        files = []
+        for k in idx:
+            own_first = firsts[k] or smi_headers.scan(paths[k]).own_first
+            files.append(smi_headers.HostFile(str(paths[k]), firsts[k] is not None, own_first,
+                                              per_file[k][1].last_fields if own_first else None,
+                                              [] if firsts[k] else functools.partial(smi_headers.head_sample, paths[k])))
+        for k, st in zip(idx, smi_headers.plan_starts(files, configured)):
+            if firsts[k] is None:
+                out[k] = st.fields
+    return out
 
 
 def _reject_reason(field_name: str) -> str:
@@ -277,7 +314,7 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
             frame = finish_hourly(con, f"(SELECT *, {int(file_id)}::BIGINT AS file_id FROM agg)", host, tz)
     finally:
         con.close()
-    loaded.tables = {"smi_hourly": frame, "smi_headers": headers_frame(file_id, host, last)}
+    loaded.tables = {"smi_hourly": frame, "smi_headers": headers_frame(file_id, host, last, hf or fields)}
     return loaded, last
 
 
@@ -377,6 +414,12 @@ def run(ctx) -> None:
         return configured_fields(ctx.cfg, host)
 
     info = {path: (host, prev) for path, host, prev in plan}
+    # The header plan's choice for files that start without a header (filled by
+    # _settle_headers; until then a file continues its predecessor's field list).
+    planned: dict[Path, list[Field] | None] = {}
+
+    def start_of(path: Path, fields: list[Field] | None) -> list[Field] | None:
+        return planned[path] if path in planned else fields
 
     samples_root = None
     if ctx.cfg.telemetry.keep_samples:
@@ -386,7 +429,7 @@ def run(ctx) -> None:
     def loader(path: Path, file_id: int) -> Loaded:
         host, prev = info[path]
         tz = ctx.cfg.site_tz(sites.get(host_key(host)))
-        fields = before(host, prev)
+        fields = start_of(path, before(host, prev))
         loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields)
         state[path] = last
         if samples_root is not None:
@@ -397,35 +440,94 @@ def run(ctx) -> None:
         paths = [path for path, _, _ in entries]
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
-        return _ingest_batched(ctx, entries, sites, before, state, reload=reload)
+        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of)
 
     results = ingest(plan)
-    results.update(_retry_headerless(ctx, plan, before, ingest))
-    ctx.tally(STAGE, results.values())  # a retried file counts once, with its last result
+    results.update(_settle_headers(ctx, plan, planned, ingest, results))
+    ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
     ctx.report(STAGE).rows_out = recompute_gpu_days(wh)
 
 
-def _retry_headerless(ctx, plan, before, ingest) -> dict[Path, FileResult]:
-    """Load again the files whose every quarantined line is ``no_header`` once their host
-    has a field list for them (the file with the header arrived after them, or the config
-    gained one): the registry reloads them although unchanged, replacing their old rows,
-    never adding to them. A reloaded file can give the file after it its field list, hence
-    the rounds. Returns the reloaded files' results."""
+def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult]) -> dict[Path, FileResult]:
+    """Read every file that starts without a header with the header
+    :func:`~pipeline.ingest.smi_headers.plan_starts` picks for it from all the host's files
+    present now, and record the pick (``smi_headers.header_from``).
+
+    A file loaded with another field list than the plan's (its header arrived in a later
+    run, or nearer one did; it was read as ``no_header``) is loaded again although
+    unchanged, replacing its old rows, and ``smi_headers.reloaded_because`` says why. The
+    plan depends on the headers written in the files only, never on the start it replaces,
+    so one round settles it: a host none of whose files changed, each read with a
+    header, is not looked at again. Returns the reloaded files' results."""
     wh = ctx.wh
-    keys = {ctx.file_key(path): (path, host, prev) for path, host, prev in plan}
-    waiting_keys = {k for (k,) in wh.sql(
-        "SELECT path FROM files f WHERE stage = ? AND rows_quarantined > 0 AND NOT EXISTS "
-        "(SELECT 1 FROM quarantine q WHERE q.file_id = f.file_id AND q.reason <> 'no_header')", [STAGE],
-        step="files waiting for a header")}
-    waiting = [e for k, e in keys.items() if k in waiting_keys]
-    out: dict[Path, FileResult] = {}
-    while ready := [e for e in waiting if before(e[1], e[2]) is not None]:
-        out.update(ingest(ready, reload=True))
-        waiting = [e for e in waiting if e not in ready]
+    reg = {path: row for path, *row in wh.sql(
+        "SELECT f.path, f.file_id, h.start_fields, h.last_fields, h.own_first, h.header_from, f.rows_skipped "
+        "FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = ?", [STAGE],
+        step="smi: recorded headers")}
+    by_host: dict[str, list[tuple[Path, Path | None]]] = {}
+    for path, host, prev in plan:
+        by_host.setdefault(host, []).append((path, prev))
+    todo: list[tuple[Path, str, Path | None]] = []
+    why: dict[int, str] = {}
+    record: list[tuple[int, str | None, str]] = []  # (file_id, header_from, own_first)
+    for host, entries in by_host.items():
+        keys = [ctx.file_key(p) for p, _ in entries]
+        if any(k not in reg for k in keys):
+            continue  # a file the registry lacks was not loaded: nothing to settle against
+        if all(results[p].status == "unchanged" and reg[k][4] is not None for (p, _), k in zip(entries, keys)):
+            continue  # the plan is a function of the files' headers: unchanged files, unchanged plan
+        files = []
+        for (path, _), key in zip(entries, keys):
+            file_id, start, last, own, src, skipped = reg[key]
+            first = smi_headers.from_cells(own) if src == key and own else header_fields(first_line(path))
+            if first is not None:
+                own_first = first
+            elif own is not None:  # '' : looked for before, none
+                own_first = smi_headers.from_cells(own)
+            elif skipped == 0:  # the loader skipped no line: no header line in it
+                own_first = None
+            else:
+                own_first = smi_headers.scan(path).own_first
+            files.append(smi_headers.HostFile(key, first is not None, own_first,
+                                              smi_headers.from_cells(last) if own_first else None,
+                                              [] if first is not None else functools.partial(smi_headers.head_sample, path)))
+        starts = smi_headers.plan_starts(files, configured_fields(ctx.cfg, host))
+        for (path, prev), key, f, st in zip(entries, keys, files, starts):
+            file_id, start = reg[key][:2]
+            record.append((file_id, st.source, smi_headers.cells_text(f.own_first) or ""))
+            if f.starts_with_header:
+                continue
+            planned[path] = st.fields
+            if start != st.text:
+                todo.append((path, host, prev))
+                why[key] = (f"read with the header of {st.source}" if st.source not in (None, "config")
+                            else "read with telemetry.fields" if st.source == "config" else "no header fits it") + \
+                    (f" (was {'no header' if start is None else 'another field list'})")
+    out = ingest(todo, reload=True) if todo else {}
+    if todo:
+        ctx.note(STAGE, f"{len(todo)} headerless files read again: the host's header they are read with changed")
+    if record:
+        ids = {k: reg[k][0] for k in reg}
+        fresh = dict(wh.sql("SELECT path, file_id FROM files WHERE stage = ? AND path IN (SELECT unnest(?::VARCHAR[]))",
+                            [STAGE, list(why)], step="smi: reloaded file ids")) if why else {}
+        old_to_new = {ids[k]: fid for k, fid in fresh.items()}
+        because = {old_to_new[ids[k]]: w for k, w in why.items() if ids[k] in old_to_new}
+        frame = pl.DataFrame(
+            {"file_id": [old_to_new.get(fid, fid) for fid, _, _ in record], "header_from": [s for _, s, _ in record],
+             "own_first": [o for _, _, o in record],
+             "reloaded_because": [because.get(old_to_new.get(fid, fid)) for fid, _, _ in record]},
+            schema={"file_id": pl.Int64, "header_from": pl.Utf8, "own_first": pl.Utf8, "reloaded_because": pl.Utf8})
+        wh.con.register("_smi_header_plan", frame)
+        try:
+            wh.sql("UPDATE smi_headers SET header_from = p.header_from, own_first = p.own_first, "
+                   "reloaded_because = coalesce(p.reloaded_because, smi_headers.reloaded_because) "
+                   "FROM _smi_header_plan p WHERE smi_headers.file_id = p.file_id", step="smi: record header plan")
+        finally:
+            wh.con.unregister("_smi_header_plan")
     return out
 
 
-def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False) -> dict[Path, FileResult]:
+def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
     :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
     returns each file's result (``reload``: even the unchanged ones are loaded again)."""
@@ -458,7 +560,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False) ->
             for run_items in runs:
                 fields = before(host, prev_of[run_items[0][0]])
                 for (path, _), (loaded, last) in zip(
-                    run_items, load_files(run_items, host=host, tz=tz, fields=fields, single=single)
+                    run_items, load_files(run_items, host=host, tz=tz, fields=fields, single=single, start_of=start_of)
                 ):
                     state[path] = last
                     out.append(loaded)

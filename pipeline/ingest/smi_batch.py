@@ -247,24 +247,35 @@ def cell(f: Field) -> str:
     return f"{f.name} [{f.unit}]" if f.unit else f.name
 
 
-def headers_frame(file_id: int, host: str, last: list[Field] | tuple | None) -> pl.DataFrame:
-    """The ``smi_headers`` row of a file: the field list it ends with."""
-    return pl.DataFrame({"file_id": [file_id], "host": [host],
-                         "last_fields": [", ".join(cell(f) for f in last) if last else None]},
-                        schema={"file_id": pl.Int64, "host": pl.Utf8, "last_fields": pl.Utf8})
+_HEADS_SCHEMA = {"file_id": pl.Int64, "host": pl.Utf8, "last_fields": pl.Utf8, "start_fields": pl.Utf8}
+
+
+def _cells(fields) -> str | None:
+    return ", ".join(cell(f) for f in fields) if fields else None
+
+
+def headers_frame(file_id: int, host: str, last: list[Field] | tuple | None,
+                  start: list[Field] | tuple | None = None) -> pl.DataFrame:
+    """The ``smi_headers`` row of a file: the field lists it starts and ends with."""
+    return pl.DataFrame({"file_id": [file_id], "host": [host], "last_fields": [_cells(last)],
+                         "start_fields": [_cells(start)]}, schema=_HEADS_SCHEMA)
 
 
 def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: list[Field] | None,
-               single: Callable) -> list[tuple[Loaded, list[Field] | None]]:
+               single: Callable, start_of: Callable | None = None) -> list[tuple[Loaded, list[Field] | None]]:
     """Hourly facts of consecutive files of one host (rotation order), batched by layout.
 
     ``fields`` is the field list in force before the first file; ``single(path, file_id,
     fields)`` loads one file the exact way and returns ``(Loaded, fields after it)``.
+    ``start_of(path, fields)``: the field list a file starts with, given the one its
+    predecessor ended with (default: that one; the stage's header plan,
+    :mod:`pipeline.ingest.smi_headers`, may name another).
     Returns, per file, its :class:`Loaded` and the field list in force after it.
     """
     con = scratch()
     try:
-        return _load_files(con, items, host=host, tz=tz, fields=fields, single=single)
+        return _load_files(con, items, host=host, tz=tz, fields=fields, single=single,
+                           start_of=start_of or (lambda _path, flds: flds))
     finally:
         con.close()
 
@@ -276,31 +287,37 @@ def _large(path: Path) -> bool:
         return False
 
 
-def _load_files(con, items, *, host, tz, fields, single):
+def _load_files(con, items, *, host, tz, fields, single, start_of):
     results: list = [None] * len(items)
+    starts: list = [None] * len(items)  # the field list each file started with
     current = fields
     i = 0
     while i < len(items):
+        current = start_of(items[i][0], current)
         lay, _ = probe(items[i][0], current)
         if lay is None or _large(items[i][0]):
+            starts[i] = current
             results[i] = single(*items[i], current)
             current = results[i][1]
             i += 1
             continue
         j = i + 1
         while (j < len(items) and j - i < BATCH_FILES and not _large(items[j][0])
-               and probe(items[j][0], list(lay.fields))[0] == lay):
+               and probe(items[j][0], start_of(items[j][0], list(lay.fields)))[0] == lay):
             j += 1
         flds = list(lay.fields)
         for k, res in zip(range(i, j), fast_batch(con, items[i:j], lay, host=host, tz=tz)):
+            current = start_of(items[k][0], current)
             # A headerless file's fast result assumed the batch's fields: true while every
-            # file before it ended with them.
+            # file before it ended with them (or the plan names them).
             if res is not None and (lay.skip or current == flds):
                 loaded, hourly = res
                 loaded.tables = {"smi_hourly": hourly}
+                starts[k] = flds if lay.skip else current
                 results[k] = (loaded, flds)
                 current = flds
             else:
+                starts[k] = current
                 results[k] = single(*items[k], current)
                 current = results[k][1]
         i = j
@@ -308,8 +325,8 @@ def _load_files(con, items, *, host, tz, fields, single):
     fast = [k for k, (loaded, _) in enumerate(results) if "smi_headers" not in loaded.tables]
     if fast:
         heads = pl.DataFrame({"file_id": [items[k][1] for k in fast], "host": host,
-                              "last_fields": [", ".join(cell(f) for f in results[k][1]) for k in fast]},
-                             schema={"file_id": pl.Int64, "host": pl.Utf8, "last_fields": pl.Utf8})
+                              "last_fields": [_cells(results[k][1]) for k in fast],
+                              "start_fields": [_cells(starts[k]) for k in fast]}, schema=_HEADS_SCHEMA)
         for row, k in enumerate(fast):
             results[k][0].tables["smi_headers"] = heads.slice(row, 1)
     return results

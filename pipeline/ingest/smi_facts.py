@@ -19,7 +19,7 @@ from datetime import datetime
 import polars as pl
 
 from pipeline.ingest.hosts import host_key_sql
-from pipeline.ingest.smi_fields import TIMESTAMP_FORMATS, Field, bad_sql, clean_sql
+from pipeline.ingest.smi_fields import TIMESTAMP_FORMATS, Field, bad_sql, clean_sql, failing_sql
 
 #: fact metric -> candidate columns (first present wins; canonical names, see smi_fields.ALIASES).
 METRICS: dict[str, list[str]] = {
@@ -255,6 +255,11 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
     fields = used_fields(fields)
     bad_values, bad_keys = bad_checks_grouped(fields)
+    # A sample of a failing GPU: a failing marker in a value the facts use. (A typed column
+    # cannot hold one: the reader rejects such a file, and it is read again as text.)
+    failing = " OR ".join(failing_sql(f"c{i}") for i, f in enumerate(fields)
+                          if f.kind in ("num", "mask") and i not in typed) or "false"
+    inner += f", {failing} AS m_gpu_error"
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:
@@ -316,6 +321,7 @@ _AGGREGATES = [
     ("remapped_rows_pending_max", "max(m_rr_pending)"), ("remapped_rows_failed_max", "max(m_rr_failed)"),
     ("remapped_rows_uncorrectable_max", "max(m_rr_uncorr)"),
     ("pcie_width_min", "min(m_pcie_width)"), ("pcie_width_max_reported", "max(m_pcie_width_max)"),
+    ("gpu_error_n", "count(*) FILTER (m_gpu_error)"),
 ]
 
 
@@ -431,7 +437,8 @@ g AS (
     max(remapped_rows_uncorrectable_max) AS remapped_rows_uncorrectable_max,
     min(pcie_width_min) AS pcie_width_min, max(pcie_width_max_reported) AS pcie_width_max_reported,
     sum(r_delta) AS pcie_replay_delta,
-    sum(fan_sum) / nullif(sum(fan_n), 0) AS fan_mean, max(fan_max) AS fan_max
+    sum(fan_sum) / nullif(sum(fan_n), 0) AS fan_mean, max(fan_max) AS fan_max,
+    sum(gpu_error_n) AS gpu_error_samples
   FROM d GROUP BY ALL
 )
 SELECT gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, day, samples,
@@ -448,6 +455,6 @@ SELECT gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, day, samples,
   throttle_thermal_share, throttle_power_share, throttle_hw_slowdown_share, throttle_power_brake_share,
   ecc_corrected_delta, ecc_uncorrected_delta, retired_pages_max, remapped_rows_pending_max,
   remapped_rows_failed_max, remapped_rows_uncorrectable_max, pcie_width_min, pcie_width_max_reported,
-  pcie_replay_delta, fan_mean, fan_max
+  pcie_replay_delta, fan_mean, fan_max, gpu_error_samples
 FROM g
 """

@@ -101,6 +101,10 @@ def fixed_dtype(name: str) -> str | None:
     return None
 
 
+#: Markers nvidia-smi prints in a field when the GPU itself is failing (not merely a field
+#: it does not support): the value is null, and the sample counts in ``gpu_error_samples``.
+FAILING_MARKERS = ("[Unknown Error]", "[GPU requires reset]", "[GPU is lost]")
+
 #: Words nvidia-smi prints for on/off states, as 1/0.
 TRUE_WORDS = ("Yes", "Enabled", "Active")
 FALSE_WORDS = ("No", "Disabled", "Not Active")
@@ -198,6 +202,11 @@ def marker_sql(v: str, *, null: bool = False) -> str:
     a value starting with ``[``, so that a marker cut short is still one); with ``null``,
     also when it is NULL."""
     return f"({v} IS NULL OR " * null + f"(ascii({v}) = 91 OR {v} = 'N/A' OR {v} = '')" + ")" * null
+
+
+def failing_sql(v: str) -> str:
+    """True when the trimmed value ``v`` is one of :data:`FAILING_MARKERS`."""
+    return f"(ascii({v}) = 91 AND {v} IN ({', '.join(_q(m) for m in FAILING_MARKERS)}))"
 
 
 def bool_sql(v: str) -> str:

@@ -5,9 +5,11 @@ RFC 5424, journalctl short/-precise/-monotonic/-iso/-full/-unix/json/verbose, sh
 kern.log; see :mod:`pipeline.ingest.xid_formats`), the inventory (a host's site
 gives its time zone) and ``kernel.boot_times`` in the config.
 Writes, per file (through the file registry, so reloading is incremental): ``xid_raw`` (every
-event line as read) and ``gpu_map`` (the driver's ``GPU at PCI:... GPU-<uuid>`` and
-``GPU Board Serial Number`` lines). Then :mod:`pipeline.link.xid` derives ``xid_events``:
-one row per event however many files saw it, linked to its GPU's serial.
+event line as read), ``gpu_map`` (the driver's ``GPU at PCI:... GPU-<uuid>`` and
+``GPU Board Serial Number`` lines) and ``kernel_segments`` (its boots, for the host's boot
+table: :mod:`pipeline.ingest.xid_boots`). Then :mod:`pipeline.link.xid` derives ``xid_events``:
+one row per event however many files saw it, dated from its host's boots where the line
+carries only an uptime, linked to its GPU's serial.
 
 Why: Xid messages are the GPU's own account of what went wrong. Hosts lose them on restart
 and flood on application Xids; the warehouse keeps all of them, classified by the catalog.
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_scan as scan
 from pipeline.ingest.hosts import host_key
 from pipeline.ingest.xid_parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
@@ -40,7 +43,7 @@ STAGE = "xid"
 
 #: The contract's ``parse xid`` columns, in order.
 CONTRACT_COLUMNS = ["ts", "uptime_s", "host", "pci_bus_id", "kind", "xid", "pid", "process",
-                    "message", "source_file", "line_no"]
+                    "message", "source_file", "line_no", "ts_quality", "ts_error_s"]
 
 _DATE_IN_NAME = re.compile(r"(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?:[-_T]([01]\d|2[0-3])([0-5]\d))?")
 #: The contract's ``*.log[.gz]``, plus the names rotation gives them (``kern.log.1``, ``syslog.2.gz``).
@@ -75,6 +78,7 @@ def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_tim
     return parse_bytes(
         scan.read_scanned(path), source_file=source_file or str(path), host=host or path.parent.name,
         tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
+        day_window=boots.day_window(path, tz),
     )
 
 
@@ -114,14 +118,16 @@ def parse_xid_files(
 
     if isinstance(boot_time, str):
         boot_time = parse_datetime(boot_time, tz)
-    parts, map_parts, rejects = [], [], []
+    parts, seg_parts, rejects = [], [], []
     for fid, path in enumerate(paths, start=1):
         fp = parse_file(Path(path), host=host, tz=tz, boot_time=boot_time)
         parts.append(fp.events.with_columns(file_id=pl.lit(fid, pl.Int64)))
-        map_parts.append(fp.gpu_map.with_columns(file_id=pl.lit(fid, pl.Int64)))
+        seg_parts.append(fp.segments.with_columns(file_id=pl.lit(fid, pl.Int64)))
         rejects.extend(fp.rejects)
     raw = pl.concat(parts) if parts else pl.DataFrame(schema={**RAW_SCHEMA, "file_id": pl.Int64})
-    events = dedupe_frames(raw)
+    segs = pl.concat(seg_parts) if seg_parts else pl.DataFrame(schema={**boots.SEGMENT_SCHEMA, "file_id": pl.Int64})
+    configured = {host_key(h): boot_time for h in set(segs["host"].to_list())} if boot_time is not None else {}
+    events = dedupe_frames(boots.date_events(raw, segs, configured))
     return events.select(CONTRACT_COLUMNS), rejects
 
 
@@ -134,6 +140,7 @@ def loader(host: str, tz: str, boot_time: datetime | None, key_of=None):
         tables = {
             "xid_raw": fp.events.with_columns(file_id=pl.lit(file_id, pl.Int64)),
             "gpu_map": fp.gpu_map.with_columns(file_id=pl.lit(file_id, pl.Int64)),
+            "kernel_segments": fp.segments.with_columns(file_id=pl.lit(file_id, pl.Int64)),
         }
         return Loaded(tables=tables, rows_read=fp.rows_read, rows_loaded=fp.events.height,
                       rows_skipped=fp.rows_skipped, rejects=fp.rejects)
@@ -169,9 +176,11 @@ def run(ctx) -> None:
         ctx.note(STAGE, f"no kernel logs under {ctx.data_dir / 'kernel'}")
     zones = host_zones(ctx)
     boots = ctx.cfg.kernel.boot_times
+    configured = {host_key(h): parse_datetime(t, zones.get(host_key(h), ctx.cfg.time.default_tz))
+                  for h, t in boots.items()}
     for host, paths in files.items():
         tz = zones.get(host_key(host), ctx.cfg.time.default_tz)
         boot = parse_datetime(boots[host], tz) if host in boots else None
         ctx.ingest_files(STAGE, paths, loader(host, tz, boot, ctx.file_key))
-    n = derive_xid_events(ctx.wh)
+    n = derive_xid_events(ctx.wh, configured)
     ctx.report(STAGE).rows_out = n

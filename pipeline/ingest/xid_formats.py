@@ -68,10 +68,14 @@ PREFIX_RS = "".join([
 #: ("caused by previous Xid 149") are message text.
 # The head of the event up to its code. It starts with a literal so the engine can jump to
 # it, and has no ".*" tail: capturing a long tail is what makes such patterns slow.
-EVENT_RS = (r"(?P<kind>S?Xid) ?\( ?(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
-            r"(?P<inst>[^)]*)\): *(?P<code>[0-9]{1,6})(?:[^0-9A-Za-z_]|$)")
+# A bug report or a redacted export elides the id (``Xid (PCI:...): 145, ...``): the event is
+# kept, its PCI id null.
+_ELIDED = r"(?:PCI:)?(?:\.\.\.|…)"
+EVENT_RS = (r"(?P<kind>S?Xid) ?\( ?(?:(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
+            rf"|{_ELIDED})(?P<inst>[^)]*)\): *(?P<code>[0-9]{{1,6}})(?:[^0-9A-Za-z_]|$)")
 #: Everything up to and including the code: removing it leaves the event's own text.
-EVENT_HEAD_RS = r"^.*?S?Xid ?\( ?(?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}[^)]*\): *[0-9]{1,6}(?:[^0-9A-Za-z_]|$)"
+EVENT_HEAD_RS = (r"^.*?S?Xid ?\( ?(?:(?:PCI:)?[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}|" + _ELIDED +
+                 r")[^)]*\): *[0-9]{1,6}(?:[^0-9A-Za-z_]|$)")
 #: Looks like an event, so an unreadable one is quarantined rather than skipped.
 EVENT_LIKE_RS = r"\bS?Xid\s*\("
 PID_RS = (r"^,?\s*pid=(?P<pid>'?<unknown>'?|[0-9]+|[^,\s]*)(?:,\s*name=(?P<name>[^,]*))?"
@@ -83,9 +87,20 @@ GPU_AT_RS = (r"NVRM: GPU at (?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-
              r"\s*(?P<uuid>GPU-[0-9a-fA-F-]{8,})")
 SERIAL_RS = r"NVRM: GPU Board Serial Number:\s*(\S*)"
 FELL_START_RS = rf"NVRM: The NVIDIA GPU {_HEX_PCI}"
+#: The one-line forms: ``NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.`` (current
+#: drivers, next to the Xid 79 line), ``NVRM: GPU at PCI:0000:65:00: GPU has fallen off the
+#: bus.`` and ``NVRM: GPU at 0000:01:00.0 has fallen off the bus.`` (older ones).
+FELL_ONE_RS = rf"NVRM: GPU (?:at )?(?:PCI:)?{_HEX_PCI}:? (?:GPU )?has fallen off the bus"
+#: The driver failing to bring a GPU up (after it fell off the bus, typically):
+#: ``NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:894)``; older drivers name no GPU.
+RM_INIT_RS = (r"NVRM: (?:GPU (?:at )?(?:PCI:)?(?P<dom>[0-9a-fA-F]{4,8}):(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
+              r"(?:\.(?P<fn>[0-7]))?:? )?RmInitAdapter failed!? ?(?P<code>\([0-9a-fA-Fx:]*\))?")
+RM_INIT_TEXT = "RmInitAdapter failed"
 RTC_RS = (r"setting system clock to (?P<iso>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2})"
           r"(?: UTC)?(?: \((?P<epoch>[0-9]+)\))?")
 FELL_TEXT = "GPU has fallen off the bus"
+#: journalctl's line between boots in its text output; the id names the boot in every file.
+JOURNAL_BOOT_RS = r"^-- Boot ([0-9a-f]{32}) --"
 
 
 def canonical_pci(dom: str, bus: str, dev: str, fn: str | None = None) -> str:

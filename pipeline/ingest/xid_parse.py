@@ -9,11 +9,12 @@ handful of rows. Nothing here raises on any text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
+from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_formats as fmt
 from pipeline.ingest import xid_journal as journal
 from pipeline.ingest import xid_scan as scan
@@ -43,6 +44,9 @@ class FileParse:
     gpu_map: pl.DataFrame
     rejects: list[Rejected]
     rows_skipped: int
+    #: per boot within the file, what dates its uptime-only lines from other files
+    #: (:func:`pipeline.ingest.xid_boots.segments`)
+    segments: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=boots.SEGMENT_SCHEMA))
 
     @property
     def rows_read(self) -> int:
@@ -81,6 +85,11 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         serial=pl.col("text").str.extract(fmt.SERIAL_RS, 1),
         fell=pl.col("text").str.extract_groups(fmt.FELL_START_RS),
         fell_end=pl.col("text").str.contains("fallen off the bus", literal=True),
+        fell1=pl.col("text").str.extract_groups(fmt.FELL_ONE_RS),
+        rm_init=pl.col("text").str.extract_groups(fmt.RM_INIT_RS),
+        is_rm_init=pl.col("text").str.contains(fmt.RM_INIT_RS),
+        banner=pl.col("text").str.starts_with("Linux version "),
+        boot_id=pl.col("line").str.extract(fmt.JOURNAL_BOOT_RS, 1),
         rtc=pl.col("text").str.extract_groups(fmt.RTC_RS),
     )
     rest = pl.col("text").str.replace(fmt.EVENT_HEAD_RS, "").str.strip_chars()
@@ -92,7 +101,8 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         pl.col("rest").str.replace(r"^,\s*", "")).str.strip_chars()
     pid = pid_txt.cast(pl.Int64, strict=False)
     return df.select(
-        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "rtc", "p",
+        "line", "text", "like", "gpu_at", "serial", "fell", "fell_end", "fell1", "rm_init", "is_rm_init", "banner",
+        "boot_id", "rtc", "p",
         kind=pl.col("e").struct.field("kind"),
         xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
         pci_bus_id=_pci(pl.col("e").struct.field("pci")),
@@ -125,9 +135,9 @@ def _times(df: pl.DataFrame, tz: str, ref: datetime, human: dict | None, latest:
     p = pl.col("p").struct
     up = pl.coalesce(p.field("up"), p.field("up2")).cast(pl.Float64, strict=False)
     df = df.with_columns(uptime_s=up)
-    # A new boot where the uptime goes back.
+    # A new boot where the uptime goes back, or where journalctl says so (-- Boot <id> --).
     back = (pl.col("uptime_s") + 1e-6 < pl.col("uptime_s").forward_fill().shift(1)).fill_null(False)
-    df = df.with_columns(seg=back.cum_sum().cast(pl.Int32))
+    df = df.with_columns(seg=(back | pl.col("boot_id").is_not_null()).cum_sum().cast(pl.Int32))
     mon = pl.coalesce(p.field("bsd_mon"), p.field("hm_mon")).replace_strict(_MONTHS, default=None, return_dtype=pl.Int32)
     day = pl.coalesce(p.field("bsd_day"), p.field("hm_day")).cast(pl.Int32, strict=False)
     hms = pl.coalesce(p.field("bsd_time"), p.field("hm_time") + ":00")
@@ -185,6 +195,7 @@ def parse_bytes(
     ref_time: datetime | None = None,
     boot_check: bool = False,
     ref_is_latest: bool = True,
+    day_window: tuple[datetime, datetime] | None = None,
 ) -> FileParse:
     """Parse one kernel log held in memory.
 
@@ -214,6 +225,9 @@ def parse_bytes(
         False when ``ref_time`` is a date near the lines rather than a bound (a date in the
         file name, which may be its first or its last day): the last line takes the year
         that puts it nearest.
+    day_window : (datetime, datetime), optional
+        The UTC interval of the local day the file is named for, recorded with its boots
+        (:func:`pipeline.ingest.xid_boots.day_window`) to date them from other files.
     """
     if isinstance(buf, bytes):  # a byte-array MESSAGE holds no literal Xid for the search
         buf = journal.decode_array_messages(buf)
@@ -238,7 +252,11 @@ def parse_bytes(
     events = _finish(events, seg_boot, source_file).select(list(RAW_SCHEMA))
     maps = _finish(maps, seg_boot, source_file).select(list(MAP_SCHEMA))
     skipped = max(n_lines - events.height - len(rejects), 0)
-    return FileParse(events, maps, rejects, skipped)
+    # the kernel's banner where the line has a wall clock and no uptime: a boot instant for
+    # the uptime-only logs of that boot in other files
+    banners = df.filter(pl.col("banner") & pl.col("wall").is_not_null() & pl.col("uptime_s").is_null())["wall"]
+    return FileParse(events, maps, rejects, skipped,
+                     boots.segments(df, seg_boot, host, day_window, banners=banners.to_list()))
 
 
 def _boots(df: pl.DataFrame, boot_time: datetime | None, check_ref: datetime | None = None) -> dict[int, datetime]:
@@ -290,10 +308,44 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
                               "pid": None, "process": None, "message": fmt.FELL_TEXT, "gpu_instance": None,
                               "fatal": None, "subcode": None, "recovery_action": None, "shape": "fallen_off_bus"})
             pending = None
+    none = {"pid": None, "process": None, "gpu_instance": None, "fatal": None, "subcode": None, "recovery_action": None}
+    one = df.filter(pl.col("fell1").struct.field("dom").is_not_null() & pl.col("xid").is_null())
+    for r in one.iter_rows(named=True):
+        f = r["fell1"]
+        fell_rows.append({**r, **none, "kind": "Xid", "xid": 79, "message": fmt.FELL_TEXT, "shape": "fallen_off_bus",
+                          "pci_bus_id": fmt.canonical_pci(f["dom"], f["bus"], f["dev"], f["fn"])})
+    fell_rows += _rm_init_rows(df.filter(pl.col("is_rm_init") & pl.col("xid").is_null()), none)
     if fell_rows:
         extra = pl.DataFrame(fell_rows, schema=ev.schema)
         ev = pl.concat([ev, extra]).sort("line_no")
     return ev
+
+
+#: RmInitAdapter retries of one GPU within this many seconds are one failure to come up.
+RM_INIT_BURST_S = 60.0
+
+
+def _rm_init_rows(rows: pl.DataFrame, none: dict) -> list[dict]:
+    """The driver failing to initialize a GPU, as events of kind ``RmInitAdapter`` (code 0):
+    the driver retries several times a second at boot; a GPU's retries within
+    :data:`RM_INIT_BURST_S` are one event. A line naming no GPU keeps a null PCI id."""
+    out: list[dict] = []
+    last: dict[str | None, tuple] = {}
+    for r in rows.iter_rows(named=True):
+        g = r["rm_init"]
+        pci = fmt.canonical_pci(g["dom"], g["bus"], g["dev"], g["fn"]) if g["dom"] else None
+        at = (r["seg"], r["uptime_s"]) if r["uptime_s"] is not None else (None, r["wall"])
+        prev = last.get(pci)
+        if prev is not None and prev[0] == at[0] and at[1] is not None and prev[1] is not None:
+            gap = at[1] - prev[1]
+            gap = gap.total_seconds() if hasattr(gap, "total_seconds") else gap
+            if 0 <= gap <= RM_INIT_BURST_S:
+                continue  # a retry of the same failure (the burst is timed from its first line)
+        last[pci] = at
+        msg = f"{fmt.RM_INIT_TEXT}! {g['code']}" if g["code"] else f"{fmt.RM_INIT_TEXT}!"
+        out.append({**r, **none, "kind": "RmInitAdapter", "xid": 0, "message": msg, "shape": "rm_init",
+                    "pci_bus_id": pci})
+    return out
 
 
 def _maps(df: pl.DataFrame) -> pl.DataFrame:

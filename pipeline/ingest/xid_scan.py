@@ -17,6 +17,7 @@ one big ``read()``. ``FLEETFAULT_XID_NATIVE=0`` switches it off; both give the s
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import zlib
@@ -82,7 +83,67 @@ def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
             return _gunzip(head + f.readall())
         lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
     lines = _rewrite(lines, special, None)
-    return read_bytes(path) if lines is None else Scanned(lines, n_lines)
+    if lines is None:
+        return read_bytes(path)
+    needles = _boot_needles(head)
+    return Scanned(_with_marks(lines, _mapped_marks(path, needles)) if needles else lines, n_lines)
+
+
+#: The kernel's banner, printed first at every boot: in a log whose lines carry a wall clock
+#: and no uptime it dates the boot, for the uptime-only logs of that boot in other files.
+BANNER = b"Linux version "
+#: journalctl's line between two boots, ``-- Boot 9f2c...e1 --``: the same id in two files is
+#: the same boot.
+JOURNAL_BOOT = b"-- Boot "
+_JOURNAL_TEXT = re.compile(rb"(?m)^-- ")
+
+
+def _boot_needles(head: bytes) -> tuple[bytes, ...]:
+    """What marks a boot in this log beside the scanners' own finds: the banner where lines
+    carry no uptime, journalctl's boot lines in its text output (judged by the file's head)."""
+    return ((BANNER,) if not is_uptime(head) else ()) + (
+        (JOURNAL_BOOT,) if _JOURNAL_TEXT.search(head, 0, _HEAD) else ())
+
+
+def _marks(buf, needles: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
+    """(line number, line) of each line of ``buf`` holding one of ``needles`` (rare words:
+    ``find`` passes over the bytes at memory speed; lines are counted only up to each)."""
+    starts: set[int] = set()
+    for needle in needles:
+        i = buf.find(needle)
+        while i != -1:
+            starts.add(buf.rfind(b"\n", 0, i) + 1)
+            i = buf.find(needle, i + len(needle))
+    if not starts:
+        return []
+    out: list[tuple[int, bytes]] = []
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    no, last = 1, 0
+    for s in sorted(starts):
+        e = buf.find(b"\n", s)
+        e = len(buf) if e == -1 else e
+        no += int(np.count_nonzero(arr[last:s] == 10))
+        last = s
+        out.append((no, bytes(buf[s:e])))
+    del arr  # (a mapped file cannot close while a view of it lives)
+    return out
+
+
+def _mapped_marks(path: Path, needles: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return _marks(m, needles)
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return []
+
+
+def _with_marks(lines: list[tuple[int, bytes]], marks: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The candidate lines with the boot-mark lines among them, in line order, each once."""
+    have = {no for no, _ in lines}
+    # (a journal's JSON entry is read as its plain line; a verbose entry's field is not a line)
+    marks = [(no, journal.from_json(x) if x[:1] == b"{" else x) for no, x in marks
+             if no not in have and x[:1] not in (b" ", b"\t")]
+    return sorted(lines + marks, key=lambda x: x[0]) if marks else lines
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -135,9 +196,11 @@ def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
     return out, total
 
 
-#: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus
-#: begin (each line of the multi-line fallen-off message carries ``NVRM:``).
-_DRIVER_HEADS = (b"NVRM: GPU at ", b"NVRM: GPU Board Serial", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off")
+#: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus or
+#: failed to initialize begin (each line of the multi-line fallen-off message carries
+#: ``NVRM:``; ``NVRM: GPU `` covers ``GPU at``, ``GPU Board Serial`` and the one-line
+#: ``GPU 0000:01:00.0: GPU has fallen off the bus.``). The C scanner lists the same.
+_DRIVER_HEADS = (b"NVRM: GPU ", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off", b"NVRM: RmInitAdapter failed")
 
 
 def _driver_lines(buf: bytes) -> list[int]:
@@ -174,12 +237,15 @@ def is_uptime(buf: bytes) -> bool:
 def candidate_lines(buf: bytes | Scanned) -> tuple[list[tuple[int, bytes]], int]:
     """(1-based line number, line bytes) of every line that may matter, in file order, and
     the number of lines in the file."""
-    if isinstance(buf, Scanned):
+    if isinstance(buf, Scanned):  # (boot marks already added by read_scanned)
         return buf.lines, buf.n_lines
     if native():
         lines, special, n_lines = _xidscan.scan(buf, is_uptime(buf))
-        return _rewrite(lines, special, buf), n_lines
-    return candidate_lines_py(buf)
+        lines = _rewrite(lines, special, buf)
+    else:
+        lines, n_lines = candidate_lines_py(buf)
+    needles = _boot_needles(buf[:_HEAD])
+    return (_with_marks(lines, _marks(buf, needles)) if needles else lines), n_lines
 
 
 def _rewrite(lines: list[tuple[int, bytes]], special: list[tuple[int, int, bool, bytes | None]],

@@ -21,7 +21,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from datetime import datetime
+
 from pipeline.ingest.hosts import host_key_sql
+from pipeline.ingest.xid_boots import date_events
 from pipeline.ingest.xid_catalog import load_catalog
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
@@ -52,9 +55,11 @@ WITH r AS (
     SELECT keyed.*, coalesce(t.target, keyed.eid) AS event_id
     FROM keyed LEFT JOIN ts_only t ON t.rn = 1 AND t.file_id = keyed.file_id AND t.line_no = keyed.line_no
 ), fell AS (  -- the codeless fallen-off message next to an Xid 79 of the same GPU is that event
+    -- (as is a second codeless form of it: the one-line and the three-line message)
     SELECT DISTINCT f.event_id
     FROM ids f JOIN ids x
-      ON f.shape = 'fallen_off_bus' AND x.shape = 'line' AND x.kind = 'Xid' AND x.xid = 79
+      ON f.shape = 'fallen_off_bus' AND x.kind = 'Xid' AND x.xid = 79 AND x.event_id <> f.event_id
+     AND (x.shape = 'line' OR (x.shape = 'fallen_off_bus' AND (x.file_id, x.line_no) < (f.file_id, f.line_no)))
      AND f.host = x.host AND f.pci_bus_id = x.pci_bus_id
      AND ((f.ts IS NOT NULL AND x.ts IS NOT NULL AND abs(epoch(f.ts) - epoch(x.ts)) <= 60)
        OR (f.file_id = x.file_id AND f.boot_seg = x.boot_seg AND abs(f.uptime_s - x.uptime_s) <= 60))
@@ -63,6 +68,8 @@ SELECT event_id,
     -- the line's own clock first, then boot time + uptime; among equals the first file and line
     -- (two logs can disagree on a year-less syslog stamp's year: the pick must not vary by run)
     arg_min(ts, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts,
+    arg_min(ts_quality, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_quality,
+    arg_min(ts_error_s, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_error_s,
     max(uptime_s) AS uptime_s,
     arg_min(host, file_id * 1e9 + line_no) AS host,
     arg_min(pci_bus_id, file_id * 1e9 + line_no) AS pci_bus_id,
@@ -91,7 +98,7 @@ bm AS (
         ORDER BY (m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg) DESC,
                  CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs(epoch(e.ts) - epoch(m.ts)) END NULLS LAST,
                  m.file_id DESC, m.line_no DESC) AS rn
-    FROM e JOIN gpu_map m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
+    FROM e JOIN _gpu_map_dated m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
      AND (m.serial IS NOT NULL OR m.uuid IS NOT NULL)
      AND ((m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg)
        OR (e.ts IS NOT NULL AND m.ts IS NOT NULL AND m.ts <= e.ts + INTERVAL 10 MINUTE))
@@ -126,7 +133,7 @@ linked AS (
     LEFT JOIN tel ON tel.event_id = e.event_id
     LEFT JOIN inv ON inv.event_id = e.event_id AND inv.rn = 1
 )
-SELECT l.event_id, l.ts, l.uptime_s, l.host, l.pci_bus_id, l.kind, l.xid, l.pid, l.process, l.message,
+SELECT l.event_id, l.ts, l.ts_quality, l.ts_error_s, l.uptime_s, l.host, l.pci_bus_id, l.kind, l.xid, l.pid, l.process, l.message,
     l.source_file, l.line_no, nullif(l.serial, '') AS serial, l.uuid, l.link_method,
     coalesce(c.severity, 'unknown') AS severity, c.symptom_code, c.hardware,
     l.gpu_instance, l.fatal, l.subcode, l.recovery_action, c.mnemonic, c.action, l.copies
@@ -153,20 +160,30 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def derive_xid_events(wh) -> int:
-    """Rebuild ``xid_events`` from ``xid_raw``, ``gpu_map``, ``gpu_days`` and ``inventory``.
+def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
+    """Rebuild ``xid_events`` from ``xid_raw``, ``kernel_segments`` (each host's boots:
+    uptime-only lines dated from any file, :mod:`pipeline.ingest.xid_boots`), ``gpu_map``,
+    ``gpu_days`` and ``inventory``. ``boot_times``: host key -> configured boot (naive UTC).
 
     Returns the number of events.
     """
     cat = load_catalog().drop("causes")
+    segs = wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
+    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
+    # the driver's map lines of an uptime-only log are dated alike, to link later files' events
+    maps = date_events(wh.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
     wh.con.register("_xid_catalog", cat)
+    wh.con.register("_xid_dated", dated)
+    wh.con.register("_gpu_map_dated", maps)
     try:
         with wh.transaction():
             wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
-            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="xid_raw"), step="xid: de-duplicate events")
+            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
             wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
             wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
             wh.sql("DROP TABLE _xid_dedup", step="xid: drop temp")
     finally:
         wh.con.unregister("_xid_catalog")
+        wh.con.unregister("_xid_dated")
+        wh.con.unregister("_gpu_map_dated")
     return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")

@@ -32,11 +32,38 @@ from pipeline.normalize.taxonomy import Taxonomy
 VAGUE = ""  # pseudo code of a phrase that names nothing
 
 S_EXACT, S_WEAK, S_NAMED, S_HEAD, S_PRIORITY, S_AMBIGUOUS = 100.0, 80.0, 95.0, 92.0, 88.0, 70.0
+S_FIRST = 90.0  # several symptoms named, the leading one taken
 FUZZY_MIN = 75.0  # below this a fuzzy neighbour is no evidence at all
 FUZZY_EXTEND = 88.0  # a typo beside named aliases must be this close to count
 _CHUNK = 2048
-_NEGATION = re.compile(r"(?:(?<![a-z])(?:no|not|non|without|never)|未|没有|没|无(?!法))\s*$")
+# "no ...", "not ...", 未/没有/冇/唔 right before a name; "no hardware replaced", "without parts
+# replaced": one hardware word may sit between
+_NEGATION = re.compile(r"(?:(?<![a-z])(?:(?:no|nothing|without)(?:\s+(?:hardware|hw|parts?|gpus?|cards?|components?|modules?))?"
+                       r"|not|non|never)|未|没有|没|无(?!法)|冇|唔)\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
+_TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+NEG, TODO = "neg", "todo"  # a hit negated ("no ECC errors"), an action announced but not done
+
+
+def _marker_re(words: Iterable[str], where: str, gap: bool = True) -> re.Pattern | None:
+    """Markers at the end (``before``: right before a hit) or the start (``after``: right after
+    a hit) of a stretch of canonical text, one word between them and the hit when ``gap``;
+    ``any``: anywhere."""
+    words = sorted(set(words), key=len, reverse=True)
+    if not words:
+        return None
+    alt = "|".join(re.escape(w) for w in words)
+    gap = r"(?:\s*(?:[a-z0-9]+|[\u3400-\u9fff]{1,2}))?" if gap else ""
+    if where == "before":
+        return re.compile(rf"(?<![a-z0-9])(?:{alt}){gap}\s*$")
+    if where == "after":
+        return re.compile(rf"^{gap}\s*(?:{alt})(?![a-z0-9])")
+    return re.compile(rf"(?<![a-z0-9])(?:{alt})(?![a-z0-9])")
+
+
+def tokens_between(text: str, start: int, end: int) -> int:
+    """Words (a Chinese character is one) in ``text[start:end]``: how far apart two names are."""
+    return len(_TOKEN.findall(text, start, end)) if end > start else 0
 
 
 class Match(NamedTuple):
@@ -52,6 +79,7 @@ EMPTY = Match(None, 0.0, "empty")
 
 
 class _Plan(NamedTuple):
+    text: str
     done: Match | None
     hits: tuple  # ((start, end, code, strength), ...) strong and weak named aliases, vague spans
     queries: tuple  # ((start, end, text), ...) to match fuzzily
@@ -72,14 +100,33 @@ class AliasIndex:
         if dimension == "symptom":
             for n, c in tax.xid.items():
                 table.setdefault(f"xid{n}", (c, S_EXACT))
+        fuzzy_too = set(table)
         for c in tax.codes[dimension].values():
             for a in c.weak:
                 table.setdefault(a, (c.code, S_WEAK))
+                fuzzy_too.add(a)
         for a in tax.vague.get(dimension, ()):
             table.setdefault(a, (VAGUE, 0.0))
+            fuzzy_too.add(a)
         self.exact = table
+        self.outranks = tax.outranks.get(dimension, ())
+        # composed phrases: a verb regex and an object regex per spec, joined at scan time
+        self._composed = [(c.code, _trie_regex(list(c.verbs)), _trie_regex(list(c.objects)), c.verb_first)
+                          for c in tax.compose.get(dimension, ())]
+        mk = tax.markers
+        only_actions = dimension == "action"
+        # announcing MONITOR or NONE ("will keep under observation") is doing it
+        self._passive = tax.no_context.get("action", frozenset()) if only_actions else frozenset()
+        self._todo_before = _marker_re(mk.get("not_done_before", ()), "before") if only_actions else None
+        self._todo_after = _marker_re(mk.get("not_done_after", ()), "after") if only_actions else None
+        self._cause_follows = _marker_re(mk.get("cause_follows", ()), "any")
+        self._cause_precedes = _marker_re(mk.get("cause_precedes", ()), "any")
+        self._generic = frozenset(mk.get("generic_nouns", ()))
+        # a swap to test ("to see if it follows") replaces nothing yet
+        self._trial = _marker_re(mk.get("trial", ()), "any") if only_actions else None
+        self._replaced = tax.guide.replaced if tax.guide is not None and only_actions else frozenset()
         self._scan = _trie_regex([a for a in table if len(a) > 1])
-        self.choices = [a for a in table if len(a) >= 3 or (is_cjk(a) and len(a) >= 2)]
+        self.choices = [a for a in table if a in fuzzy_too and (len(a) >= 3 or (is_cjk(a) and len(a) >= 2))]
         self.choice_codes = [table[a] for a in self.choices]
         # A typo changes letters, not the number of words: "nvidia smi" is no typo of "nvidia smi r".
         self._groups: dict[int, tuple[list[str], list[tuple[str, float]]]] = {}
@@ -143,24 +190,65 @@ class AliasIndex:
                     found[code] = round(float(s), 1)
         return sorted(found.items(), key=lambda kv: (-kv[1], self.rank.get(kv[0], 99)))[:k]
 
+    def scan(self, text: str) -> list[tuple[int, int, str, float, str]]:
+        """Every alias named in a canonical text: ``(start, end, code, strength, status)``,
+        status ``neg`` after "no"/"not"/未, ``todo`` for an action announced, not done
+        ("need to replace", "RMA pending", 待更换), else empty; vague phrases have code ``""``."""
+        out = []
+        trial = self._trial is not None and self._trial.search(text) is not None
+        for a, b, code, strength in self._spans(text):
+            status = ""
+            if code != VAGUE:
+                if _NEGATION.search(text, 0, a):
+                    status = NEG
+                elif trial and code in self._replaced:
+                    status = TODO
+                elif code not in self._passive and (
+                        (self._todo_before is not None and self._todo_before.search(text, 0, a)) or
+                        (self._todo_after is not None and self._todo_after.search(text[b:]))):
+                    status = TODO
+            out.append((a, b, code, strength, status))
+        return out
+
+    def _spans(self, text: str) -> list[tuple[int, int, str, float]]:
+        """Aliases named in the text, and composed phrases ("updated BMC firmware") where they
+        are longer than the aliases they overlap."""
+        spans = [(m.start(), m.end(), *self.exact[m.group()]) for m in self._scan.finditer(text)] if self._scan else []
+        built = []
+        for code, verbs, objects, verb_first in self._composed:
+            if verbs is None or objects is None:
+                continue
+            vs = [(m.start(), m.end()) for m in verbs.finditer(text)]
+            if not vs:
+                continue
+            for o0, o1 in ((m.start(), m.end()) for m in objects.finditer(text)):
+                for v0, v1 in vs:
+                    if v1 <= o0 and tokens_between(text, v1, o0) == 0:
+                        built.append((v0, o1, code, S_EXACT))
+                    elif not verb_first and o1 <= v0 and tokens_between(text, o1, v0) == 0:
+                        built.append((o0, v1, code, S_EXACT))
+        if not built:
+            return spans
+        for b in sorted(built, key=lambda b: b[0] - b[1]):  # longest first
+            inside = [s for s in spans if s[0] < b[1] and b[0] < s[1]]
+            if all(b[0] <= s[0] and s[1] <= b[1] and (s[1] - s[0]) < (b[1] - b[0]) for s in inside):
+                spans = [s for s in spans if s not in inside] + [b]
+        return sorted(spans)
+
     # -- steps ------------------------------------------------------------------------
     def _plan(self, text: str) -> _Plan:
         if not text:
-            return _Plan(EMPTY, (), (), False)
+            return _Plan(text, EMPTY, (), (), False)
         hit = self.exact.get(text)
         if hit is not None:
             code, strength = hit
             if code == VAGUE:
-                return _Plan(Match(None, 0.0, "vague"), (), (), False)
+                return _Plan(text, Match(None, 0.0, "vague"), (), (), False)
             if strength >= S_EXACT:
-                return _Plan(Match(code, strength, "exact"), (), (), False)
-        hits = []
-        for m in self._scan.finditer(text) if self._scan else ():
-            code, strength = self.exact[m.group()]
-            if code == VAGUE or not _NEGATION.search(text, 0, m.start()):
-                hits.append((m.start(), m.end(), code, strength))
-            else:
-                hits.append((m.start(), m.end(), VAGUE, 0.0))  # negated: explained, not evidence
+                return _Plan(text, Match(code, strength, "exact"), (), (), False)
+        # negated or not yet done: explained, not evidence
+        hits = [(a, b, VAGUE, 0.0) if status else (a, b, code, strength)
+                for a, b, code, strength, status in self.scan(text)]
         strong = any(h[3] >= S_EXACT for h in hits)
         # Fuzzy queries hold a word nothing explained. Beside strong names only typos of
         # 5+ letters, with neighbours so a typo can extend a name ("correctble ecc errors").
@@ -169,9 +257,9 @@ class AliasIndex:
                 for ws, we, _ in words]
         grams = _ngrams(words, want)
         if strong:
-            return _Plan(None, tuple(hits), tuple(grams), True)
+            return _Plan(text, None, tuple(hits), tuple(grams), True)
         whole = ((0, len(text), text),) if len(text) <= 40 and not any(g[2] == text for g in grams) else ()
-        return _Plan(None, tuple(hits), whole + tuple(grams), False)
+        return _Plan(text, None, tuple(hits), whole + tuple(grams), False)
 
     def _finish(self, plan: _Plan, best: list) -> Match:
         """The code from the plan and the best fuzzy alias of each query (or None)."""
@@ -185,7 +273,7 @@ class AliasIndex:
             if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
                 fuzzy.append((start, end, code, s))
         if plan.extend:
-            return self._decide(_merge([h for h in plan.hits if h[2] != VAGUE and h[3] >= S_EXACT], fuzzy))
+            return self._decide(_merge([h for h in plan.hits if h[2] != VAGUE and h[3] >= S_EXACT], fuzzy), plan.text)
         strongest = max(fuzzy, key=lambda f: f[3], default=None)
         floor = self._weak(plan.hits)
         if strongest is not None and strongest[3] > floor.score:
@@ -203,19 +291,45 @@ class AliasIndex:
             return Match(min(codes, key=lambda c: self.rank.get(c, len(self.rank))), S_AMBIGUOUS, "weak")
         return Match(None, 0.0, "vague") if hits else NOTHING
 
-    def _decide(self, hits: list) -> Match:
+    def _decide(self, hits: list, text: str = "") -> Match:
         """One code from the named (and typo) hits, in text order: (start, end, code, score)."""
         cap = min(S_NAMED, min(h[3] for h in hits))
         codes = list(dict.fromkeys(h[2] for h in hits))
         if len(codes) == 1:
             return Match(codes[0], round(cap, 1), "named")
+        if self.rule == "first":
+            return Match(self.leading(hits, text), round(min(S_FIRST, cap), 1), "first")
         if self.rule == "last":
             last, prev = hits[-1], hits[-2]
             if prev[2] != last[2] and prev[1] + 1 >= last[0]:
-                return Match(last[2], round(min(S_HEAD, cap), 1), "head")
+                # the head noun, unless it is a bare generic word: "PCIe retimer card" is a retimer
+                head = prev if text[last[0]:last[1]] in self._generic else last
+                return Match(head[2], round(min(S_HEAD, cap), 1), "head")
             return Match(last[2], S_AMBIGUOUS, "ambiguous")
         code = min(codes, key=lambda c: self.rank.get(c, len(self.rank)))
         return Match(code, round(min(S_PRIORITY, cap), 1), "priority")
+
+    def leading(self, hits: list, text: str) -> str:
+        """The leading observation among several named codes (CODING-GUIDE 6-8): codes outranked
+        by another named one and names inside a cause clause ("due to fan failure", "风扇故障导致")
+        set aside, then the first in the text."""
+        def is_cause(h) -> bool:
+            before = [m.end() for m in self._cause_follows.finditer(text, 0, h[0])] if self._cause_follows else []
+            after = self._cause_precedes.search(text, h[1]) if self._cause_precedes else None
+            return (bool(before) and tokens_between(text, before[-1], h[0]) <= 8) or \
+                (after is not None and tokens_between(text, h[1], after.start()) <= 6)
+
+        seen = [h for h in hits if not is_cause(h)] or list(hits)
+        named = {h[2] for h in seen}
+        aside = set()
+        for strong, weak, only in self.outranks:
+            if strong == "*":  # any other code named: the weaker code's `only` phrases (filler) step aside
+                if named - {weak}:
+                    aside |= {h for h in seen if h[2] == weak and (not only or text[h[0]:h[1]] in only)}
+            elif any(h[2] == strong and (not only or text[h[0]:h[1]] in only) for h in seen):
+                # with `only`, just those phrases of the stronger code carry the rank
+                aside |= {h for h in seen if h[2] == weak}
+        return next((h[2] for h in seen if h not in aside), seen[0][2])
 
 
 def _merge(named: list, fuzzy: list) -> list:

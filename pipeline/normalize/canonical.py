@@ -19,15 +19,15 @@ __all__ = ["canonical", "is_cjk"]
 
 # Traditional -> simplified for the characters that occur in hardware tickets; aliases are
 # canonicalized the same way, so either script matches either.
-_TRAD = "戶饋顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對"
-_SIMP = "户馈显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对"
+_TRAD = "戶饋顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對議複禍認證歸屬帶際適幫確實離遠閉順續綁緊鬆脫毀鍵錄層嚴擬靈幣構標準勢變邊針鎖閃燈環獲結論擊繼總裝彈驗舊雙糾碼頁滿廢項員購貼費銷價庫濕溼氣顆紅綠黃亂緩區儲範圍闆塊張鍊隊負執術書話詢專業務約舉萬億歲齊階優蓋輪鬧腦"
+_SIMP = "户馈显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对议复祸认证归属带际适帮确实离远闭顺续绑紧松脱毁键录层严拟灵币构标准势变边针锁闪灯环获结论击继总装弹验旧双纠码页满废项员购贴费销价库湿湿气颗红绿黄乱缓区储范围板块张链队负执术书话询专业务约举万亿岁齐阶优盖轮闹脑"
 assert len(_TRAD) == len(_SIMP)
 _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 
-_XID = re.compile(r"(?<![a-z])(s?)x+i+d\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])(?:\s*[x×*]\s*\d+(?![0-9a-z]))?")
+_XID = re.compile(r"(?<![a-z])(s?)x+i+d+s?\s*(?:\(pci:[0-9a-f:.]+\)\s*)?(?:error|err|code|event)?\s*[:#=\-_ ]?\s*(\d{1,3})(?![0-9])(?:\s*[x×*]\s*\d+(?![0-9a-z]))?")
 _SXID_BARE = re.compile(r"(?<![a-z0-9])sxid(?![a-z])\d*")
 _PCI = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b")
 _SERIAL_TAG = re.compile(r"(?:\bs/?n\b|\bserial(?:\s*(?:no|number|#))?\b|序列号|序号|sn号)\s*[:：#=]?\s*[a-z0-9\-]*")
@@ -37,11 +37,12 @@ _BOILER = re.compile(
     r"reported by (?:the )?(?:customer|user)|per (?:the )?customer|users? report(?:s|ed)?|"
     r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
     r"(?:seen|found) in (?:dmesg|syslog|the logs?|logs)|\bp(?:lea)?se? check\b|\bpls check\b|\burgent\b|\basap\b|"
+    r"\bdo the needful\b|\bkindly\b|\bfyi\b|\bbitte\b|"
     r"\bdcgm diag(?:nostics?)?\b"
 )
 _BOILER_ZH = re.compile(
     "客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
-    "故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|需要处理|需处理|请处理|"
+    "故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|(?<![无無不])需要处理|(?<![无無不])需处理|请处理|"
     "请尽快|紧急"
 )
 # GPU model names as nvidia-smi and asset registries write them: H100 80GB HBM3,
@@ -54,6 +55,12 @@ _MODEL = re.compile(
 # or a number of two or more digits. re-seat, nvidia-smi and connectx-7 stay.
 _HOST = re.compile(r"(?<![a-z0-9])[a-z0-9]+(?:[\-_.][a-z0-9]+)+(?![a-z0-9])")
 _HOSTISH = re.compile(r"[a-z]+\d|\d+[a-z]|^\d{2,}$")
+_SOFTWARE_PKG = frozenset("nvidia driver drivers cuda firmware fw kernel ofed nccl linux dkms fabricmanager vbios bios".split())
+# OEM part-number prefixes name the part: PWS-2K04A-1R is a Supermicro power supply, RSC-R2UG-2E4E
+# a riser, CBL-MCIO-1240M5 a cable, 935-24287-... an NVIDIA HGX baseboard assembly
+_PN_PREFIX = {"pws": "psu", "rsc": "riser", "fan": "fan", "cbl": "cable", "mcp": "shroud", "snk": "heatsink",
+              "mem": "dimm", "hds": "disk", "aoc": "nic", "935": "hgx baseboard", "692": "gpu", "699": "gpu", "900": "gpu"}
+_PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9\-]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
 _TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
@@ -68,12 +75,15 @@ _NOT_WORD = re.compile(f"[^a-z0-9{_CJK}]+")
 _ASCII_CJK = re.compile(f"(?<=[a-z0-9])(?=[{_CJK}])|(?<=[{_CJK}])(?=[a-z0-9])")
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 _KEEP_DIGIT_TOKEN = re.compile(r"xid\d{1,3}|x\d{1,2}")
+_GPU_SHORT = re.compile(r"g\d{1,2}")  # Slack shorthand: g3 is GPU 3
+# "RMA 88123", "RMA#5566": a case number names the case, not a replacement
+_RMA_CASE = re.compile(r"(?<![a-z])rma\s*(?:case|no|number)?\s*[#:]?\s*\d{3,}")
 _WORD_SLOT = re.compile(r"([a-z]{2,})\d{1,2}")
 _STOP = frozenset(
     "the a an is are was were been be has have had please pls plz kindly thanks thx also again "
     "then tesla hopper ampere blackwell volta geforce quadro rtx nvidia's".split()
 )
-_CJK_STOP = re.compile("[了的已请]")
+_CJK_STOP = re.compile("[了的已请咗嘅]")  # 咗/嘅: Cantonese 了/的
 _DIGITS = re.compile(r"\d+")
 _ANY_DIGIT = re.compile(r"\d")
 _DASHES = re.compile(r"\s*[\-\u2010-\u2015/]+\s*")
@@ -86,7 +96,16 @@ def is_cjk(text: str) -> bool:
 
 def _drop_host(m: re.Match) -> str:
     parts = re.split(r"[\-_.]", m.group())
-    return " " if any(_HOSTISH.search(p) for p in parts) else m.group()
+    if not any(_HOSTISH.search(p) for p in parts):
+        return m.group()
+    if _SOFTWARE_PKG.intersection(parts):
+        # a package, not a host: "nvidia-driver-550" is the NVIDIA driver
+        return " " + " ".join(p for p in parts if not _ANY_DIGIT.search(p)) + " "
+    return " "
+
+
+def _part_number(m: re.Match) -> str:
+    return f" {_PN_PREFIX[m.group(1)]} "
 
 
 def _once(text: str) -> str:
@@ -97,6 +116,8 @@ def _once(text: str) -> str:
         t = _SXID_BARE.sub(" sxid ", t)
     digits = _ANY_DIGIT.search(t) is not None
     if digits:
+        t = _RMA_CASE.sub(" rma case ", t)
+        t = _PN.sub(_part_number, t)
         t = _PCI.sub(" ", t)
         t = _HOST.sub(_drop_host, t)
         t = _MODEL.sub(" ", t)
@@ -117,6 +138,8 @@ def _once(text: str) -> str:
         if digits and _ANY_DIGIT.search(w) and not (cjk and _CJK_RE.search(w)):
             if _KEEP_DIGIT_TOKEN.fullmatch(w):
                 words.append(w)
+            elif _GPU_SHORT.fullmatch(w):
+                words.append("gpu")
             elif m := _WORD_SLOT.fullmatch(w):
                 words.append(m.group(1))  # gpu3, psu2, sxm5: the word without its number
             else:  # card1gsp -> card gsp; serials and bare numbers leave nothing

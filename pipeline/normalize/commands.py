@@ -25,7 +25,8 @@ def normalize(
     """Ticket exports to coded tickets: part, symptom and action codes with scores.
 
     The latest version of a ticket repeated across overlapping dumps is kept. Answers
-    imported through `fleetfault review import` are used when the warehouse exists.
+    imported through `fleetfault review import`, and the learned layer the last run trained
+    on them, are used when the warehouse exists.
     Rows that cannot be read are listed on stderr and the command exits 1; the rest is written.
     """
     import polars as pl
@@ -55,6 +56,8 @@ def normalize(
         with Warehouse(wh_path, read_only=True) as wh:
             learned = stage.learned_answers(wh) if wh.table_exists("review_answers") else []
     coded = stage.code(rows, stage.load_matcher(cfg, learned))
+    if wh_path.exists():
+        coded = stage.stored_learned_layer(cfg, wh_path, coded)
     # Nothing is linked here: the serial is the one the ticket wrote.
     result = coded.with_columns(pl.col("serial_text").alias("serial")).select(NORMALIZE_COLUMNS)
     write_table(result, out)

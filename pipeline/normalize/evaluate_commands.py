@@ -59,6 +59,18 @@ def evaluate_tickets(
         table.add_row(r["dimension"], str(r["tickets"]), str(r["auto"]), str(r["correct"]),
                       f"{100 * r['precision']:.2f}%", f"{100 * r['coverage']:.2f}%")
     out_console.print(table)
+    undecidable = report.summary.filter(pl.col("decidable") < pl.col("tickets"))
+    for r in undecidable.iter_rows(named=True):
+        out_console.print(f"{r['dimension']}: {r['tickets'] - r['decidable']} tickets have no gold code (no code is right); "
+                          f"coverage of the {r['decidable']} others {100 * r['decided_coverage']:.2f}%")
+    if report.reliability.height:
+        rel = Table(title="reliability: auto-coded codes scoring >= s")
+        for col in ("dimension", "score >= s", "codes", "right", "mean score"):
+            rel.add_column(col, justify="left" if col == "dimension" else "right")
+        for r in report.reliability.filter(pl.col("codes") > 0).iter_rows(named=True):
+            rel.add_row(r["dimension"], f"{r['score_at_least']:.0f}", str(r["codes"]),
+                        f"{100 * r['precision']:.2f}%", f"{100 * r['mean_score']:.2f}%")
+        out_console.print(rel)
     if report.confusion.height:
         errors = Table(title="most frequent errors (auto-coded)")
         for col in ("dimension", "truth", "coded", "n"):
@@ -70,12 +82,13 @@ def evaluate_tickets(
         out_console.print(f"{report.unmatched_coded} coded rows have no truth; "
                           f"{report.unmatched_truth} truth rows were not coded")
     verdict = "meets" if report.passed() else "misses"
-    out_console.print(f"{verdict} the targets (precision >= 99%, coverage >= 95% per dimension)")
+    out_console.print(f"{verdict} the targets (precision >= 99%, coverage >= 95% of decidable tickets per dimension)")
     if out is not None:
         tidy = pl.concat([
             report.summary.with_columns(pl.lit("score").alias("section")),
             report.confusion.with_columns(pl.lit("error").alias("section")),
             report.missed.with_columns(pl.lit("review").alias("section")),
+            report.reliability.with_columns(pl.lit("reliability").alias("section")),
         ], how="diagonal_relaxed")
         first = ["section", "dimension", "truth", "coded", "n"]
         write_table(tidy.select(first + [c for c in tidy.columns if c not in first]), out)

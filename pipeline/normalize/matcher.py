@@ -27,9 +27,11 @@ import polars as pl
 from rapidfuzz import fuzz, process
 
 from pipeline.errors import UsageError
-from pipeline.normalize._index import EMPTY, AliasIndex, Match
+from pipeline.normalize._index import AliasIndex, Match
+from pipeline.normalize.calibrate import Calibration, load_calibration
 from pipeline.normalize.canonical import canonical
 from pipeline.normalize.glued import Splitter, vocabulary
+from pipeline.normalize.guide import Evidence, Reader, decide
 from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
 
 if TYPE_CHECKING:
@@ -42,7 +44,8 @@ log = logging.getLogger(__name__)
 OUTPUT_COLUMNS = ("part_code", "part_score", "symptom_code", "symptom_score",
                   "action_code", "action_score", "review")
 LEARNED_NEAR = 90.0  # a text this close (rapidfuzz ratio) to a reviewed one takes its code
-S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+CONFIDENT = 85.0  # the raw score at which a field's match counts in the guide's rules
+DEFAULT_THRESHOLD = 85.0  # normalize.auto_threshold's default: codes at least 85% likely right
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +79,14 @@ class Matcher:
     'RESEAT'
     """
 
-    def __init__(self, taxonomy: Taxonomy, threshold: float = 85.0,
-                 learned: Iterable[tuple[str, str, str]] = ()):
+    def __init__(self, taxonomy: Taxonomy, threshold: float = DEFAULT_THRESHOLD,
+                 learned: Iterable[tuple[str, str, str]] = (), calibration: Calibration | None = None):
         self.taxonomy = taxonomy
         self.threshold = float(threshold)
+        self.calibration = calibration if calibration is not None else Calibration()
         self.index = {d: AliasIndex(taxonomy, d) for d in DIMENSIONS}
+        self._reader = Reader(taxonomy, self.index)
+        self._penalty = {t: taxonomy.penalties.get(t, 0.0) for t in taxonomy.penalties}
         self._learned: dict[str, dict[str, str]] = {d: {} for d in DIMENSIONS}
         self._learned_keys: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
         self.learn(learned)
@@ -90,11 +96,13 @@ class Matcher:
         """The matcher the config asks for: its taxonomy (bundled, replaced or extended)
         and threshold, plus reviewed answers."""
         if cfg is None:
-            return cls(load_taxonomy(), 85.0, learned)
+            return cls(load_taxonomy(), DEFAULT_THRESHOLD, learned, load_calibration())
         n = cfg.normalize
         path = cfg.resolve(n.taxonomy) if n.taxonomy else None
         extra = cfg.resolve(n.extra_aliases) if n.extra_aliases else None
-        return cls(load_taxonomy(path, extra), n.auto_threshold, learned)
+        calib = getattr(n, "calibration", None)
+        return cls(load_taxonomy(path, extra), n.auto_threshold, learned,
+                   load_calibration(cfg.resolve(calib) if calib else None))
 
     def learn(self, learned: Iterable[tuple[str, str, str]]) -> None:
         """Add reviewed answers: ``(dimension, text, code)``; that text (and near variants)
@@ -135,7 +143,7 @@ class Matcher:
     def match_row(self, part_text: str | None, symptom_text: str | None, action_text: str | None) -> Coded:
         """Code one ticket, text by text (the row-by-row path)."""
         keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
-        return self._resolve(keys, lambda d, k: self._match(d, k))
+        return self._resolve(keys, lambda d, k: self._match(d, k), self.evidence)
 
     def code_rows(self, df: pl.DataFrame) -> pl.DataFrame:
         """:meth:`code_frame` done one row at a time (the benchmark's baseline)."""
@@ -172,8 +180,9 @@ class Matcher:
         for d in DIMENSIONS:
             for key, m in zip(distinct, self._match_many(d, distinct)):
                 found[(d, key)] = m
+        evidence = {k: self.evidence(k) for k in distinct}
         triples = keys.unique()
-        coded = [self._resolve(t, lambda d, k: found[(d, k)]) for t in triples.iter_rows()]
+        coded = [self._resolve(t, lambda d, k: found[(d, k)], evidence.__getitem__) for t in triples.iter_rows()]
         table = pl.concat([triples, pl.DataFrame([_as_row(c) for c in coded], schema=_SCHEMA, orient="row")],
                           how="horizontal")
         joined = keys.join(table, on=list(keys.columns), how="left", maintain_order="left", nulls_equal=True)
@@ -200,27 +209,28 @@ class Matcher:
                     out[i] = Match(learned[choices[j]], round(float(scores[row, j]), 1), "learned")
         return out
 
-    # -- context across fields -----------------------------------------------------------
-    def _resolve(self, keys: tuple[str, str, str], get) -> Coded:
-        part_key, symptom_key, action_key = keys
-        thr = self.threshold
-        skip = self.taxonomy.no_context
-        symptom = _fill(get("symptom", symptom_key),
-                        [get("symptom", action_key), get("symptom", part_key)], thr, S_CONTEXT, skip["symptom"])
-        action = _fill(get("action", action_key),
-                       [get("action", symptom_key), get("action", part_key)], thr, S_CONTEXT, skip["action"])
-        hints = [get("part", symptom_key), get("part", action_key)]
-        implied = self.taxonomy.implies_part.get(symptom.code or "") if symptom.score >= thr else None
-        if implied:
-            hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
-        part = _fill(get("part", part_key), hints, thr, S_CONTEXT, skip["part"])
-        if symptom.how == "vague" and part.code and part.score >= thr:
-            # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
-            implied = self.taxonomy.implies_symptom.get(part.code)
-            if implied:
-                symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
-        p, s, a = (m.code if m.code and m.score >= thr else None for m in (part, symptom, action))
-        return Coded(p, part.score, s, symptom.score, a, action.score, p is None or s is None or a is None)
+    # -- the guide across fields -------------------------------------------------------
+    def evidence(self, key: str) -> Evidence:
+        """The parts and actions a canonical text names, where, and what surrounds them."""
+        return self._reader.read(self._glued.text(key))
+
+    def _resolve(self, keys: tuple[str, str, str], get, ev) -> Coded:
+        picked, tags = decide(self.taxonomy, CONFIDENT, get, ev, keys)
+        out = []
+        for d in DIMENSIONS:
+            m = picked[d]
+            if m.code is None:
+                out += [None, round(m.score, 1)]
+                continue
+            doubt = sum(self._penalty.get(t, 0.0) for t in tags[d])
+            # a tenth of a point per penalty point orders codes within one calibrated step: a
+            # conflicting cue always lowers the score, if only a little where the labelled set
+            # shows it does not matter
+            cal = self.calibration.score
+            score = max(0.0, round(min(cal(d, m.score), cal(d, m.score - doubt)) - doubt / 10.0, 1))
+            out += [m.code if score >= self.threshold else None, score]
+        p, ps, s, ss, a, as_ = out
+        return Coded(p, ps, s, ss, a, as_, p is None or s is None or a is None)
 
     def suggest(self, dimension: str, text: str, k: int = 3) -> list[tuple[str, float]]:
         """The ``k`` most likely codes for a text, best first, for a person to choose from.
@@ -237,20 +247,6 @@ class Matcher:
             if code not in {c for c, _ in out}:
                 out.append((code, s))
         return out[:k]
-
-
-def _fill(own: Match, hints: list[Match], thr: float, cap: float, skip: frozenset[str] = frozenset()) -> Match:
-    """Own result when confident, else the first confident hint from other fields
-    (codes in ``skip`` are never taken from another field)."""
-    if own.code is not None and own.score >= thr:
-        return own
-    for h in hints:
-        if h.code is not None and h.score >= thr and h.code not in skip:
-            if own.code is not None and own.code != h.code:
-                return own  # the field says something else, if weakly: a person decides
-            score = max(min(h.score, cap), S_AGREE) if own.code == h.code else min(h.score, cap)
-            return Match(h.code, score, "context")
-    return own if own.how != "empty" else EMPTY
 
 
 _SCHEMA = {"part_code": pl.Utf8, "part_score": pl.Float64, "symptom_code": pl.Utf8,

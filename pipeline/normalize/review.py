@@ -42,17 +42,23 @@ def allowed_codes(matcher) -> dict[str, dict[str, str]]:
 
 
 def pending(wh) -> pl.DataFrame:
-    """One row per (dimension, text) that some ticket needs a code for, most tickets first."""
+    """One row per (dimension, text) that some ticket needs a code for, most tickets first;
+    then the texts the learned layer coded (``learned_code``, ``learned_score``), for a person
+    to confirm or correct (their rows come after those without a code)."""
     parts = []
     for dim in DIMENSIONS:
         parts.append(f"""
             SELECT '{dim}' AS dimension, {dim}_text AS text, count(*) AS tickets,
-                   min(service_point || ' ' || ticket_id) AS example_ticket,
-                   min(concat_ws(' | ', part_text, symptom_text, action_text)) AS context
-            FROM tickets
-            WHERE review AND {dim}_code IS NULL AND nullif(trim({dim}_text), '') IS NOT NULL
+                   min(t.service_point || ' ' || t.ticket_id) AS example_ticket,
+                   min(concat_ws(' | ', part_text, symptom_text, action_text)) AS context,
+                   max(l.code) AS learned_code, max(l.score) AS learned_score
+            FROM tickets t LEFT JOIN learned_codes l
+              ON l.dimension = '{dim}' AND l.service_point = t.service_point AND l.ticket_id = t.ticket_id
+            WHERE nullif(trim({dim}_text), '') IS NOT NULL
+              AND ((review AND {dim}_code IS NULL) OR l.code IS NOT NULL)
             GROUP BY {dim}_text""")
-    sql = " UNION ALL ".join(parts) + " ORDER BY dimension, tickets DESC, text"
+    sql = (" UNION ALL ".join(parts)
+           + " ORDER BY learned_code IS NOT NULL, dimension, tickets DESC, text")
     return wh.pl(sql, step="texts awaiting review")
 
 
@@ -62,8 +68,11 @@ def export_review(wh, cfg, path: str | Path) -> int:
     todo = pending(wh)
     matcher = _stage.load_matcher(cfg, _stage.learned_answers(wh))
     rows = []
-    for dim, text, n, example, context in todo.iter_rows():
-        sugg = list(matcher.suggest(dim, text, k=SUGGESTIONS))[:SUGGESTIONS]
+    for dim, text, n, example, context, learned_code, learned_score in todo.iter_rows():
+        sugg = list(matcher.suggest(dim, text, k=SUGGESTIONS))
+        if learned_code is not None:  # coded by the learned layer: its code first
+            sugg = [(learned_code, learned_score)] + [s for s in sugg if s[0] != learned_code]
+        sugg = sugg[:SUGGESTIONS]
         sugg += [(None, None)] * (SUGGESTIONS - len(sugg))
         flat = [v for code, score in sugg for v in (code, None if score is None else round(float(score), 1))]
         rows.append([dim, text, n, example, context, *flat, None])

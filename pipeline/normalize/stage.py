@@ -3,7 +3,9 @@
 Reads: ``tickets_raw`` (every row of every export), ``review_answers`` (codes people chose
 for texts the matcher was unsure of). Writes: ``tickets`` (one row per service point and
 ticket id, with part/symptom/action codes and scores; ``review`` true when any code is not
-confident). The ``link`` stage then fills in ``serial`` and ``link_method``.
+confident), ``learned_codes`` (the codes the learned layer filled in where the rules left
+review; see :mod:`pipeline.normalize.learned`, on unless ``normalize.learned = false``).
+The ``link`` stage then fills in ``serial`` and ``link_method``.
 
 The whole table is recoded on each run: the matcher works on distinct texts, so this costs
 little, and an answer imported from review reaches every ticket that has its text.
@@ -105,12 +107,19 @@ def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def recode(wh, cfg: Config) -> tuple[int, int]:
-    """Rebuild ``tickets`` from ``tickets_raw`` and the review answers; returns (tickets, to review)."""
+def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
+    """Rebuild ``tickets`` from ``tickets_raw`` and the review answers; returns (tickets, to review).
+
+    What the learned layer did is appended to ``notes`` when given.
+    """
     rows = wh.pl(latest_sql(), step="latest ticket versions")
     tickets = to_tickets(rows)
+    filled = None
     if tickets.height:
-        tickets = code(tickets, load_matcher(cfg, learned_answers(wh)))
+        answers = learned_answers(wh)
+        tickets = code(tickets, load_matcher(cfg, answers))
+        if cfg.normalize.learned:
+            tickets, filled = _learned_layer(wh, cfg, tickets, answers, notes)
     else:
         tickets = tickets.with_columns(
             [pl.lit(None, pl.Utf8).alias(f"{d}_code") for d in DIMENSIONS]
@@ -120,12 +129,47 @@ def recode(wh, cfg: Config) -> tuple[int, int]:
     tickets = tickets.select([c for c in schema("tickets").names if c in tickets.columns])
     with wh.transaction():
         wh.replace("tickets", tickets)
+        wh.sql("DELETE FROM learned_codes", step="clear learned_codes")
+        if filled is not None:
+            wh.insert("learned_codes", filled)
     return tickets.height, int(tickets["review"].sum()) if tickets.height else 0
+
+
+# -- hook: the learned layer (pipeline.normalize.learned) ----------------------------------
+
+def _learned_layer(wh, cfg: Config, tickets: pl.DataFrame, answers, notes: list[str] | None):
+    """The tickets with the learned layer's codes, and its ``learned_codes`` rows."""
+    from pipeline.normalize import learned
+    from pipeline.predict.stage import models_dir
+
+    folder = None if wh.path == ":memory:" else models_dir(cfg, wh.path) / learned.MODEL_DIR
+    out, filled, layer = learned.apply(tickets, answers, cfg.normalize.learned_precision, folder, canonical_key)
+    if notes is not None:
+        notes.append(layer.summary())
+    return out, filled
+
+
+def stored_learned_layer(cfg: Config, wh_path, tickets: pl.DataFrame) -> pl.DataFrame:
+    """``tickets`` with the codes of the learned layer the last run stored beside the
+    warehouse (``fleetfault normalize``, which trains nothing); unchanged without one."""
+    from pipeline.normalize import learned
+    from pipeline.predict.stage import models_dir
+
+    n = cfg.normalize
+    layer = learned.load(models_dir(cfg, wh_path) / learned.MODEL_DIR, target=n.learned_precision) if n.learned else None
+    if layer is None or not tickets.height:
+        return tickets
+    out, _ = learned.fill(tickets, layer, canonical_key)
+    log.info("%s (stored model)", layer.summary())
+    return out
 
 
 def run(ctx) -> None:
     """Stage ``normalize``: recode every ticket's latest version into ``tickets``."""
-    n, pending = recode(ctx.wh, ctx.cfg)
+    notes: list[str] = []
+    n, pending = recode(ctx.wh, ctx.cfg, notes)
     ctx.report("normalize").rows_out = n
     if pending:
         ctx.note("normalize", f"{pending} of {n} tickets await review (`fleetfault review export -o review.xlsx`)")
+    for note in notes:
+        ctx.note("normalize", note)

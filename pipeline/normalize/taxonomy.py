@@ -22,7 +22,10 @@ from pipeline.normalize.canonical import canonical
 log = logging.getLogger(__name__)
 
 DIMENSIONS = ("part", "symptom", "action")
-_RULES = ("last", "priority")
+_RULES = ("last", "priority", "first")
+MARKERS = ("cause_follows", "cause_precedes", "not_done_before", "not_done_after", "failed_after",
+           "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns")
+PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,39 @@ class Code:
     description: str
     aliases: tuple[str, ...]
     weak: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Composed:
+    """Phrases too many to list (``compose:``): any of ``verbs`` right beside any of
+    ``objects`` names ``code`` ("updated BMC firmware", "firmware upgraded", 换风扇); with
+    ``verb_first`` only the verb-object order."""
+
+    code: str
+    verbs: tuple[str, ...]
+    objects: tuple[str, ...]
+    verb_first: bool = False
+
+
+@dataclass(frozen=True)
+class Guide:
+    """The coding guide's part rules as data (``guide:`` in the taxonomy file).
+
+    ``software`` is the part of a fix by ``software_actions`` with nothing replaced;
+    ``replaced`` the actions whose part beats the part named; ``no_fault`` the part a
+    no-fault verdict gives unless one of ``fixes`` was done; an action acts on a part named within ``reach_after`` words
+    after it or ``reach_before`` words before it.
+    """
+
+    software: str | None = None
+    software_actions: frozenset[str] = frozenset()
+    replaced: frozenset[str] = frozenset()
+    no_fault: str | None = None
+    no_fault_action: str | None = None
+    xid_part: str | None = None
+    fixes: frozenset[str] = frozenset()
+    reach_after: int = 4
+    reach_before: int = 3
 
 
 @dataclass(frozen=True)
@@ -52,6 +88,11 @@ class Taxonomy:
     resolve: dict[str, str] = field(default_factory=dict)
     priority: dict[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = ""
+    outranks: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = field(default_factory=dict)
+    markers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    guide: Guide | None = None
+    penalties: dict[str, float] = field(default_factory=dict)
+    compose: dict[str, tuple[Composed, ...]] = field(default_factory=dict)
 
     def allowed(self, dimension: str) -> frozenset[str]:
         """The codes of one dimension."""
@@ -97,7 +138,8 @@ def _read(path: Path) -> dict:
         raise ConfigError([f"taxonomy file not found: {path} (set normalize.taxonomy / "
                            "normalize.extra_aliases to an existing YAML file)"], str(path))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # the C loader when PyYAML has it: the taxonomy is big and read by every command
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError([f"not valid YAML: {exc}"], str(path)) from None
     if not isinstance(raw, dict):
@@ -136,12 +178,12 @@ def _merge(base: dict, extra: dict) -> dict:
             if spec.get("description"):
                 cur["description"] = spec["description"]
     out["dimensions"] = dims
-    for section in ("vague", "priority", "no_context"):
+    for section in ("vague", "priority", "no_context", "markers", "outranks"):
         merged = {d: _as_list(v) for d, v in (base.get(section) or {}).items()}
         for d, v in (extra.get(section) or {}).items():
             merged[d] = merged.get(d, []) + _as_list(v)
         out[section] = merged
-    for section in ("xid", "implies_part", "implies_symptom", "resolve"):
+    for section in ("xid", "implies_part", "implies_symptom", "resolve", "guide", "penalties", "compose"):
         out[section] = {**(base.get(section) or {}), **(extra.get(section) or {})}
     return out
 
@@ -207,8 +249,103 @@ def _build(raw: dict, source: str) -> Taxonomy:
                 problems.append(f"priority.{d}: {c!r} is not a {d} code")
         order = [c for c in listed if c in codes[d]]
         priority[d] = tuple(dict.fromkeys(order + list(codes[d])))
+    outranks = {}
+    for d in DIMENSIONS:
+        pairs = []
+        for pair in _as_list((raw.get("outranks") or {}).get(d)):
+            pair = _as_list(pair)
+            only = tuple(canonical(str(a)) for a in _as_list(pair[2])) if len(pair) == 3 else ()
+            pair = [str(c) for c in pair[:2]]
+            if len(pair) != 2 or pair[1] not in codes[d] or (pair[0] != "*" and pair[0] not in codes[d]):
+                problems.append(f"outranks.{d}: {pair!r} must be two {d} codes [stronger, weaker] "
+                                "and optionally the stronger code's phrases that carry the rank")
+            else:
+                pairs.append((pair[0], pair[1], tuple(a for a in only if a)))
+        outranks[d] = tuple(pairs)
+    markers = {}
+    for k, v in (raw.get("markers") or {}).items():
+        if k not in MARKERS:
+            problems.append(f"markers.{k}: unknown marker list (allowed: {', '.join(MARKERS)})")
+            continue
+        markers[k] = tuple(dict.fromkeys(m for m in (canonical(str(a)) for a in _as_list(v)) if m))
+    guide = _guide(raw.get("guide") or {}, codes, problems)
+    penalties = {}
+    for k, v in (raw.get("penalties") or {}).items():
+        if k not in PENALTIES or not isinstance(v, (int, float)) or not 0 <= v <= 100:
+            problems.append(f"penalties.{k}: needs one of {', '.join(PENALTIES)} with 0-100 points, got {v!r}")
+        else:
+            penalties[str(k)] = float(v)
     if problems:
         raise ConfigError(problems, source)
-    tax = Taxonomy(codes, vague, xid, implies, implies_symptom, no_context, resolve, priority, source)
+    compose = _composed(raw.get("compose") or {}, codes, problems)
+    if problems:
+        raise ConfigError(problems, source)
+    tax = Taxonomy(codes, vague, xid, implies, implies_symptom, no_context, resolve, priority, source,
+                   outranks, markers, guide, penalties, compose)
     log.info("taxonomy %s: %s", source, {d: len(codes[d]) for d in DIMENSIONS})
     return tax
+
+
+def _guide(raw: dict, codes: dict[str, dict[str, Code]], problems: list[str]) -> Guide | None:
+    """The ``guide:`` section checked against the codes (absent: the rules are off)."""
+    if not raw:
+        return None
+    known = {"software", "software_actions", "replaced", "no_fault", "no_fault_action", "xid_part", "fixes",
+             "reach_after", "reach_before"}
+    for k in raw:
+        if k not in known:
+            problems.append(f"guide.{k}: unknown key (allowed: {', '.join(sorted(known))})")
+    parts = [raw.get(k) for k in ("software", "no_fault", "xid_part")]
+    for k, c in zip(("software", "no_fault", "xid_part"), parts):
+        if c is not None and str(c) not in codes["part"]:
+            problems.append(f"guide.{k}: {c!r} is not a part code")
+    actions = {k: frozenset(str(a) for a in _as_list(raw.get(k))) for k in ("software_actions", "replaced", "fixes")}
+    for k, v in actions.items():
+        for a in sorted(v - set(codes["action"])):
+            problems.append(f"guide.{k}: {a!r} is not an action code")
+    reach = {}
+    for k in ("reach_after", "reach_before"):
+        v = raw.get(k, 4 if k == "reach_after" else 3)
+        if not isinstance(v, int) or not 0 <= v <= 20:
+            problems.append(f"guide.{k}: needs a whole number of words 0-20, got {v!r}")
+            v = 0
+        reach[k] = v
+    nfa = raw.get("no_fault_action")
+    if nfa is not None and str(nfa) not in codes["action"]:
+        problems.append(f"guide.no_fault_action: {nfa!r} is not an action code")
+    return Guide(None if parts[0] is None else str(parts[0]), actions["software_actions"], actions["replaced"],
+                 None if parts[1] is None else str(parts[1]), None if nfa is None else str(nfa),
+                 None if parts[2] is None else str(parts[2]), actions["fixes"],
+                 reach["reach_after"], reach["reach_before"])
+
+
+def _composed(raw: dict, codes: dict[str, dict[str, Code]], problems: list[str]) -> dict[str, tuple[Composed, ...]]:
+    """The ``compose:`` section: per dimension and code one spec or a list of them, each with
+    ``verbs`` and ``objects`` (or ``objects_from: part``, every strong alias of that dimension
+    but those of the codes in ``except``) and ``order`` (``both`` or ``verb_first``); canonical."""
+    out: dict[str, list[Composed]] = {}
+    specs = [(d, c, spec or {}) for d, listed_codes in raw.items() for c, listed in (listed_codes or {}).items()
+             for spec in (listed if isinstance(listed, list) else [listed])]
+    for d, c, spec in specs:
+        if d not in DIMENSIONS or c not in codes.get(d, {}):
+            problems.append(f"compose.{d}.{c}: not a code of the taxonomy")
+            continue
+        objects = [canonical(str(o)) for o in _as_list(spec.get("objects"))]
+        source = spec.get("objects_from")
+        if source is not None:
+            if source not in DIMENSIONS:
+                problems.append(f"compose.{d}.{c}.objects_from: {source!r} is not a dimension")
+                continue
+            skip = {str(x) for x in _as_list(spec.get("except"))}
+            objects += [a for code, cs in codes[source].items() if code not in skip for a in cs.aliases]
+        verbs = [canonical(str(v)) for v in _as_list(spec.get("verbs"))]
+        objects = [o for o in objects if len(o) > 1]  # "the", "-": nothing to compose with
+        order = spec.get("order", "both")
+        if order not in ("both", "verb_first"):
+            problems.append(f"compose.{d}.{c}.order: {order!r} is not both or verb_first")
+        if not any(verbs) or not objects:
+            problems.append(f"compose.{d}.{c}: needs `verbs` and `objects` (or `objects_from`)")
+            continue
+        out.setdefault(d, []).append(Composed(str(c), tuple(dict.fromkeys(v for v in verbs if v)),
+                                              tuple(dict.fromkeys(objects)), order == "verb_first"))
+    return {d: tuple(v) for d, v in out.items()}

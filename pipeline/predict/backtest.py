@@ -1,16 +1,19 @@
-"""Walk-forward evaluation: the nightly retraining replayed over many consecutive test periods.
+"""Walk-forward evaluation: the nightly decision replayed over many consecutive test periods.
 
-Reads ``features`` (labelled GPU-days); writes nothing. One 30-day test period of a
-2,000-GPU fleet holds about ten failures, so one failure moves the median lead time by
-days and the recall by ten points. Here each of ``periods`` consecutive test periods (the
-latest last) gets its own candidate, trained and calibrated only on the days before it
-exactly as :func:`pipeline.predict.train.train` would have done that night (sliding
-window, horizon gaps); the periods' test days are then pooled and scored once, each
-GPU-day judged by the model that would have been live on it.
+Reads ``features`` (labelled GPU-days); writes nothing. For each of ``periods`` consecutive
+test periods (the latest last) the night before it is replayed exactly as
+:func:`pipeline.predict.train.train` would run it on the labels known that night: the
+time-ordered cross-validation, the promotion decision, the final model and the evidence
+score calibrated on the same past. The period's GPU-days are then scored by four rankers:
+``list`` (what the night would have published: the model if promoted, else the evidence
+score), ``evidence``, ``model`` (the candidate, promoted or not) and ``rules`` (critical
+Xids in 7 days). The periods are pooled and judged once: one 30-day period of a small fleet
+holds a handful of failures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import date, timedelta
 
@@ -18,71 +21,93 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from pipeline.config import Config, Predict
+from pipeline.config import Config
 from pipeline.predict import evaluate, model
-from pipeline.predict.rules import rule_alert
-from pipeline.predict.train import Fitted, fit_split, labelled_frame
+from pipeline.predict.rules import RuleBaseline, rule_alert
+from pipeline.predict.train import cross_validate, labelled_frame, new_evidence, promotion
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
+RANKERS = ("list", "evidence", "model", "rules")
 
-def walk_forward_splits(first: date, last: date, p: Predict, periods: int, min_train_days: int = 60) -> list[model.Split]:
-    """Up to ``periods`` splits whose test periods tile the days back from ``last``, oldest
-    first; a split's training window is cut at ``first`` and must keep ``min_train_days``."""
+
+def walk_forward_periods(first: date, last: date, test_days: int, periods: int, min_history: int) -> list[tuple[date, date]]:
+    """Up to ``periods`` test periods tiling back from ``last``, oldest first, each with at
+    least ``min_history`` days of data before it."""
     out = []
     for j in range(periods):
-        s = model.periods_ending(first, last - timedelta(days=j * p.test_days), p.train_days,
-                                 p.calibration_days, p.test_days, p.horizon_days)
-        if (s.train[1] - s.train[0]).days + 1 < min_train_days:
+        t1 = last - timedelta(days=j * test_days)
+        t0 = t1 - timedelta(days=test_days - 1)
+        if (t0 - first).days < min_history:
             break
-        out.append(s)
+        out.append((t0, t1))
     return out[::-1]
 
 
-def walk_forward(wh: Warehouse, cfg: Config, periods: int, *, seed: int = 0, min_train_days: int = 60) -> dict:
-    """Per-period and pooled metrics (model next to the rules), see :func:`evaluate.compare`.
+def walk_forward(wh: Warehouse, cfg: Config, periods: int, *, seed: int = 0, min_history: int = 30) -> dict:
+    """Per-period and pooled metrics of the four rankers.
 
-    Returns ``{"periods": [{"split", "metrics" | "note"}...], "pooled": compare(...) or None,
-    "leads": {"model": [...], "baseline": [...]}, "full_window": {"periods", "pooled", "leads"}}``
-    (lead days of each caught failure, pooled; ``full_window``: the periods whose training
-    window had all ``train_days``, the nightly model once the warehouse holds enough history).
+    Returns ``{"periods": [{"test", "promoted", "reason", "metrics": {ranker: score}}...],
+    "pooled": {ranker: score}, "ratios": {...}, "leads": {ranker: [days...]}}``; see
+    :func:`evaluate.score` for a score's keys (``topk`` is the day's top ``alert_top``).
     """
-    p = cfg.predict
+    p = dataclasses.replace(cfg.predict, top_k=cfg.predict.alert_top)
     first, last = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL",
                          step="predict: labelled range")[0]
     if first is None:
         return {"periods": [], "pooled": None, "leads": {}}
-    splits = walk_forward_splits(first, last, p, periods, min_train_days)
-    if not splits:
-        return {"periods": [], "pooled": None, "leads": {}}
-    frame = labelled_frame(wh, splits[0].train[0], last)
+    frame = labelled_frame(wh, first, last)
     day = pd.to_datetime(frame["day"]).dt.date.to_numpy()
-    rows, done = [], []
+    y = frame["label"].astype(bool).to_numpy().astype(int)
+    threshold = p.cost_needless_drain / p.cost_missed_failure
+    rows, tests, risks = [], [], {k: [] for k in RANKERS}
     with threadpool_limits(p.threads, "openmp"):
-        for s in splits:
-            sub = frame[(day >= s.train[0]) & (day <= s.test[1])].reset_index(drop=True)
-            fitted = fit_split(sub, s, p, seed=seed)
-            if isinstance(fitted, str):
-                rows.append({"split": s.to_dict(), "note": fitted})
-                continue
-            rows.append({"split": s.to_dict(), "metrics": fitted.metrics})
-            done.append((fitted, s))
-            m = fitted.metrics
-            log.info("walk-forward %s..%s: %d failures, PR-AUC %.3f vs %.3f, lead %s vs %s", *s.test,
-                     m["model"]["failures"], m["model"]["pr_auc"] or 0, m["baseline"]["pr_auc"] or 0,
-                     m["model"]["median_lead_days"], m["baseline"]["median_lead_days"])
-    if not done:
+        for t0, t1 in walk_forward_periods(first, last, p.test_days, periods, min_history):
+            known = t0 - timedelta(days=p.horizon_days + 1)  # the last day whose label the night knew
+            past = (day >= max(first, known - timedelta(days=p.train_days - 1))) & (day <= known)
+            test = frame[(day >= t0) & (day <= t1)].reset_index(drop=True)
+            ev = new_evidence(p).fit(frame[past], y[past])
+            r = {"evidence": ev.predict_proba(test)[:, 1]}
+            rules = RuleBaseline().fit(frame[past], y[past])
+            r["rules"] = rules.predict_proba(test)[:, 1]
+            folds = model.cv_folds(first, known, p.train_days, p.test_days, p.horizon_days, p.cv_folds)
+            cv = cross_validate(frame[day <= known].reset_index(drop=True), folds, p, seed=seed) if folds else "no fold"
+            if isinstance(cv, str):
+                promoted, reason = False, cv
+                r["model"] = r["evidence"]
+            else:
+                promoted, reason = promotion(cv, p)
+                levels = model.category_levels(frame[past])
+                est = model.fit_raw(model.design_matrix(frame[past], levels), y[past], seed=seed, threads=p.threads)
+                r["model"] = model.calibrate(est.predict_proba(model.design_matrix(test, levels))[:, 1], cv.calibration)
+            r["list"] = r["model"] if promoted else r["evidence"]
+            metrics = {k: evaluate.score(test, r[k], _alert(k, test, r[k], threshold), p) for k in RANKERS}
+            rows.append({"test": [str(t0), str(t1)], "promoted": promoted, "reason": reason,
+                         "evidence_source": ev.source_, "metrics": metrics})
+            log.info("walk-forward %s..%s: %d failures; caught list %d, evidence %d, model %d, rules %d; %s",
+                     t0, t1, metrics["list"]["failures"], *(metrics[k]["failures_caught"] for k in RANKERS),
+                     "promoted" if promoted else "evidence ranks")
+            tests.append(test)
+            for k in RANKERS:
+                risks[k].append(r[k])
+    if not tests:
         return {"periods": rows, "pooled": None, "leads": {}}
-    full = [f for f, s in done if (s.train[1] - s.train[0]).days + 1 == p.train_days]
-    return {"periods": rows, **pooled([f for f, _ in done], p),
-            "full_window": {"periods": len(full), **(pooled(full, p) if full else {"pooled": None, "leads": {}})}}
+    test = pd.concat(tests, ignore_index=True)
+    pooled_risk = {k: np.concatenate(v) for k, v in risks.items()}
+    alerts = {k: _alert(k, test, pooled_risk[k], threshold) for k in RANKERS}
+    pooled = {k: evaluate.score(test, pooled_risk[k], alerts[k], p) for k in RANKERS}
+    yt = test["label"].astype(bool).to_numpy().astype(int)
+    rp, rr = pooled["rules"]["alert_precision"], pooled["rules"]["alert_recall_gpu_days"] or 0.0
+    ratios = {}
+    for k in ("list", "evidence", "model"):
+        rec = evaluate.recall_at_precision(yt, pooled_risk[k], rp) if rp > 0 else None
+        ratios[k] = {"recall_at_rules_precision": rec, "rules_recall": rr,
+                     "ratio": (rec / rr) if rec is not None and rr > 0 else None}
+    return {"periods": rows, "pooled": pooled, "ratios": ratios, "alert_threshold": threshold,
+            "leads": {k: sorted(evaluate.caught(test, a)[2]) for k, a in alerts.items()}}
 
 
-def pooled(done: list[Fitted], p: Predict) -> dict:
-    """All periods' test days scored as one (and each caught failure's lead, for a histogram)."""
-    test = pd.concat([f.test for f in done], ignore_index=True)
-    risk, base_risk = np.concatenate([f.risk for f in done]), np.concatenate([f.base_risk for f in done])
-    metrics = evaluate.compare(test, risk, base_risk, rule_alert(test), p)
-    alerts = {"model": risk >= metrics["alert_threshold"], "baseline": rule_alert(test)}
-    return {"pooled": metrics, "leads": {k: sorted(evaluate.caught(test, a)[2]) for k, a in alerts.items()}}
+def _alert(ranker: str, frame: pd.DataFrame, risk: np.ndarray, threshold: float) -> np.ndarray:
+    """The rules alert on any critical Xid in 7 days; the others at the break-even risk."""
+    return rule_alert(frame) if ranker == "rules" else np.asarray(risk) >= threshold

@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
         """Rank the GPUs in service on the last day of data (or --as-of) by the calibrated
         probability of a replacement within predict.horizon_days, with the evidence in words.
 
-        Uses the model the nightly run promoted; without one, the rule baseline (critical Xids).
+        Uses the model the nightly run promoted for beating the evidence score out of fold;
+        without one, the evidence score (docs/predict.md).
         """
         from pipeline.cli import existing_warehouse, out_console, setup
         from pipeline.output import write_table
@@ -46,7 +47,9 @@ def register(app: typer.Typer) -> None:
             if day is not None and not rng[0] <= day <= rng[1]:
                 raise UsageError(f"--as-of {day}: outside the data, which runs from {rng[0]} to {rng[1]}")
             day = day or rng[1]
-            if wh.scalar("SELECT max(day) FROM features") != rng[1]:
+            # Stale (data appended) or built by an older fleetfault (its new columns are null).
+            if wh.scalar("SELECT max(day) FROM features") != rng[1] or \
+                    wh.scalar("SELECT count(*) FROM features WHERE xc_app_30d IS NULL"):
                 build_features(wh, cfg)
             table, version, notes = rank_gpus(wh, cfg, models_dir(cfg, path), day)
         write_table(table[CONTRACT], out)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from pipeline.predict.features import XID_CODES
+from pipeline.predict.features import CLASS_COUNTS, XID_CODES
 
 _XID_COLS = [f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)]
 
@@ -127,6 +127,9 @@ def _history(row) -> str | None:
 
 
 def _telemetry(row) -> str | None:
+    lost = _v(row, "lost_markers_7d")
+    if lost > 0:
+        return f"'GPU is lost' / 'requires reset' ×{int(lost)} in nvidia-smi in 7 days"
     share = row.get("samples_vs_own_1d")
     if share is None or pd.isna(share) or share >= 0.8:
         return None
@@ -140,7 +143,7 @@ def _fleet(row) -> str | None:
 #: group -> (its features, how to say it)
 GROUPS: dict[str, tuple[list[str], Callable]] = {
     "xid": (_XID_COLS + ["xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
-                         "xid_app_7d", "xid_all_30d", "days_since_crit_xid"], _xid),
+                         "xid_app_7d", "xid_all_30d", "days_since_crit_xid", *CLASS_COUNTS], _xid),
     "ecc": (["ecc_corr_1d", "ecc_corr_7d", "ecc_corr_30d", "ecc_corr_trend", "ecc_corr_slope_7d",
              "ecc_corr_vs_own_before", "ecc_uncorr_7d", "ecc_uncorr_30d"], _ecc),
     "memory": (["retired_pages", "retired_pages_delta_7d", "retired_pages_delta_30d", "remap_pending_7d",
@@ -154,7 +157,7 @@ GROUPS: dict[str, tuple[list[str], Callable]] = {
                "fan_vs_model_7d", "power_brake_7d"], _power),
     "host": (["sxid_host_7d", "sxid_host_30d", "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d"], _host),
     "history": (["tickets_prior", "reseats_prior", "days_since_ticket"], _history),
-    "telemetry": (["samples_vs_own_1d", "telemetry_days_7d"], _telemetry),
+    "telemetry": (["samples_vs_own_1d", "telemetry_days_7d", "lost_markers_7d"], _telemetry),
     "fleet": (["slot", "age_days", "model", "vendor", "site", "batch"], _fleet),
 }
 

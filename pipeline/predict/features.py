@@ -19,6 +19,7 @@ import logging
 from datetime import date, datetime, timedelta, timezone
 
 from pipeline.config import Config
+from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
 from pipeline.warehouse import Warehouse
@@ -62,10 +63,17 @@ _NUMERIC_BASE: tuple[str, ...] = (
     "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d",
 )
 
+#: Xid counts per evidence class (pipeline/declared/predict_evidence.yaml) today, in 7 and in 30 days.
+CLASS_COUNTS: tuple[str, ...] = tuple(f"xc_{k}_{w}d" for k in XID_CLASSES for w in (1, 7, 30))
+
 #: Numeric model inputs, in a fixed order.
 NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
-)
+) + CLASS_COUNTS + ("lost_markers_7d",)
+
+#: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
+#: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
+LOST_MARKER_COLUMN = "gpu_error_samples"
 
 #: Every model input.
 FEATURES: tuple[str, ...] = NUMERIC + CATEGORICAL
@@ -75,11 +83,12 @@ def _win(n: int) -> str:
     return f"(PARTITION BY serial ORDER BY day ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
 
 
-def features_sql(cfg: Config, failures: str) -> str:
+def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = ()) -> str:
     """The feature query; parameters ``[start, end, horizon_days]``.
 
     ``failures`` is a SQL relation with ``serial, failed_at`` (see
-    :func:`pipeline.predict.labels.failure_events_sql`).
+    :func:`pipeline.predict.labels.failure_events_sql`); ``lost_columns`` the ``gpu_days``
+    columns counting failing-GPU marker samples (none: the count is 0).
     """
     w1, w7, w30 = _win(1), _win(7), _win(30)
     # The GPU's own normal: the 30 days before the last 7, so a slow precursor (ECC
@@ -94,6 +103,12 @@ def features_sql(cfg: Config, failures: str) -> str:
         f"sum(coalesce(x{c}, 0)) OVER {w} AS xid{c}_{n}d"
         for c in XID_CODES for n, w in ((7, w7), (30, w30))
     )
+    cls_day = ",\n      ".join(f"count(*) FILTER (WHERE cls = '{k}') AS c_{k}" for k in XID_CLASSES)
+    cls_roll = ",\n    ".join(
+        f"CAST(sum(coalesce(c_{k}, 0)) OVER {w} AS DOUBLE) AS xc_{k}_{n}d"
+        for k in XID_CLASSES for n, w in ((1, w1), (7, w7), (30, w30))
+    )
+    lost = " + ".join(f'coalesce("{c}", 0)' for c in lost_columns) or "0"
     return f"""
 WITH bounds AS (SELECT CAST($1 AS DATE) AS d0, CAST($2 AS DATE) AS d1, CAST($3 AS INTEGER) AS h),
 fails AS (
@@ -125,7 +140,7 @@ tele AS (
     max(retired_pages_max) AS retired, max(remapped_rows_pending_max) AS remap_p,
     max(remapped_rows_failed_max) AS remap_f, max(remapped_rows_uncorrectable_max) AS remap_u,
     min(pcie_width_min) AS pcie_min, max(pcie_width_max_reported) AS pcie_max, sum(pcie_replay_delta) AS pcie_replay,
-    arg_max(pci_bus_id, samples) AS pci_bus_id, sum(samples) AS samples
+    arg_max(pci_bus_id, samples) AS pci_bus_id, sum(samples) AS samples, sum({lost}) AS lost_markers
   FROM gpu_days WHERE serial IS NOT NULL GROUP BY serial, day
 ),
 xd AS (
@@ -134,8 +149,11 @@ xd AS (
       count(*) FILTER (WHERE severity = 'warn') AS warn,
       count(*) FILTER (WHERE severity = 'app') AS app,
       count(*) AS n,
-      {xid_day}
-  FROM xid_events WHERE serial IS NOT NULL AND ts IS NOT NULL AND kind = 'Xid'
+      {xid_day},
+      {cls_day}
+  FROM (SELECT e.*, coalesce(m.cls, 'other') AS cls
+        FROM xid_events e LEFT JOIN ({xid_class_values()}) m ON m.kind = e.kind AND e.xid BETWEEN m.lo AND m.hi)
+  WHERE serial IS NOT NULL AND ts IS NOT NULL AND kind = 'Xid'
   GROUP BY ALL
 ),
 hx AS (
@@ -225,7 +243,9 @@ roll AS (
     sum(coalesce(reseats, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS reseats_prior,
     max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
     sum(coalesce(host_fails, 0)) OVER {w30} AS host_failures_30d,
-    {xid_roll}
+    CAST(sum(coalesce(lost_markers, 0)) OVER {w7} AS DOUBLE) AS lost_markers_7d,
+    {xid_roll},
+    {cls_roll}
   FROM base
 ),
 fleet AS (
@@ -273,6 +293,7 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,
   avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
   {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
+  {", ".join(CLASS_COUNTS)}, lost_markers_7d,
   CASE
     WHEN first_fday IS NOT NULL AND first_fday - day <= (SELECT h FROM bounds) THEN true
     WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL
@@ -301,6 +322,13 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
     return None if row[0] is None else (row[0], row[1])
 
 
+def lost_marker_columns(wh: Warehouse) -> tuple[str, ...]:
+    """The ``gpu_days`` column that counts failing-GPU marker samples, where it exists."""
+    rows = wh.sql("SELECT column_name FROM information_schema.columns WHERE table_name = 'gpu_days'",
+                  step="predict: gpu_days columns")
+    return tuple(c for (c,) in rows if c == LOST_MARKER_COLUMN)
+
+
 def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None) -> int:
     """Recompute the ``features`` table from the warehouse; returns its row count.
 
@@ -312,7 +340,7 @@ def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end
         wh.sql("DELETE FROM features", step="predict: clear features")
         return 0
     start, end = start or rng[0], end or rng[1]
-    sql = features_sql(cfg, failure_events_sql(wh, cfg))
+    sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh))
     cols = ", ".join(f'"{c}"' for c in wh.schemas["features"].names)
     with wh.transaction():
         wh.sql("DELETE FROM features", step="predict: clear features")

@@ -1,9 +1,11 @@
-"""The failure model: a class-weighted gradient-boosted tree, calibrated on a later period.
+"""The failure model: a class-weighted gradient-boosted tree, calibrated out of fold.
 
 Reads and writes model files only (no tables). A model is a
-``HistGradientBoostingClassifier`` fitted on the training period and wrapped, frozen, in a
-``CalibratedClassifierCV`` fitted on the calibration period (isotonic when the period has
-enough failures, else sigmoid), so ``risk`` is a probability. It is stored with skops (no
+``HistGradientBoostingClassifier`` fitted on the labelled history; its raw scores become
+probabilities through a sigmoid (Platt) fitted on the pooled out-of-fold scores of the
+time-ordered cross-validation (:func:`cv_folds`), kept in the card as ``calibration``:
+no GPU-day the calibrator sees was in the training of the model that scored it. It is
+stored with skops (no
 pickle: loading checks every type against a list of trusted scikit-learn/numpy types)
 beside a model card (JSON for programs, Markdown for people) holding its version, data
 range, features, category levels, reference values for explanations and test metrics.
@@ -82,6 +84,70 @@ def periods_ending(first: date, last: date, train_days: int, calibration_days: i
     return Split(train, cal, test)
 
 
+@dataclass(frozen=True)
+class Fold:
+    """One time-ordered cross-validation fold: train on ``train``, judge on ``test`` (a
+    horizon later, so no failure labels GPU-days on both sides)."""
+
+    train: tuple[date, date]
+    test: tuple[date, date]
+
+    def to_dict(self) -> dict:
+        return {"train": [str(a) for a in self.train], "test": [str(a) for a in self.test]}
+
+
+#: Fewest training days a fold keeps.
+MIN_TRAIN_DAYS = 14
+
+
+def cv_folds(first: date, last: date, train_days: int, test_days: int, horizon: int, folds: int) -> list[Fold]:
+    """Up to ``folds`` consecutive test periods tiling back from ``last`` (oldest first).
+
+    A period is ``test_days`` long when the history allows, else shorter (7 days at least) so
+    that a young fleet still gets folds; each trains on up to ``train_days`` before it, a
+    horizon apart, and needs :data:`MIN_TRAIN_DAYS`.
+    """
+    span = (last - first).days + 1
+    length = max(7, min(test_days, (span - MIN_TRAIN_DAYS - horizon) // max(folds, 1)))
+    out = []
+    for j in range(folds):
+        t1 = last - timedelta(days=j * length)
+        t0 = t1 - timedelta(days=length - 1)
+        tr1 = t0 - timedelta(days=horizon + 1)
+        tr0 = max(first, tr1 - timedelta(days=train_days - 1))
+        if (tr1 - tr0).days + 1 < MIN_TRAIN_DAYS:
+            break
+        out.append(Fold((tr0, tr1), (t0, t1)))
+    return out[::-1]
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-7, 1 - 1e-7)
+    return np.log(p) - np.log1p(-p)
+
+
+def fit_calibration(raw: np.ndarray, y: np.ndarray) -> dict:
+    """Platt scaling on the logit of raw scores: ``{"method": "sigmoid", "a", "b"}`` (b ≥ 0)."""
+    from sklearn.linear_model import LogisticRegression
+
+    lr = LogisticRegression(C=100.0).fit(_logit(raw).reshape(-1, 1), np.asarray(y, dtype=int))
+    return {"method": "sigmoid", "a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0])}
+
+
+def calibrate(raw: np.ndarray, cal: dict) -> np.ndarray:
+    """Calibrated probabilities from raw scores (see :func:`fit_calibration`)."""
+    from scipy.special import expit
+
+    return expit(max(cal["a"], 0.0) * _logit(raw) + cal["b"])
+
+
+def predict_risk(est, card: dict, frame: pd.DataFrame) -> np.ndarray:
+    """The calibrated risk of a stored model on a features frame."""
+    raw = est.predict_proba(design_matrix(frame, card["levels"]))[:, 1]
+    cal = card.get("calibration")
+    return calibrate(raw, cal) if isinstance(cal, dict) else raw
+
+
 def category_levels(frame: pd.DataFrame) -> dict[str, list[str]]:
     """The most frequent levels of each categorical column (kept with the model)."""
     return {c: [str(v) for v in frame[c].value_counts().index[:MAX_LEVELS]] for c in CATEGORICAL}
@@ -99,15 +165,25 @@ def fit(X_train: pd.DataFrame, y_train: np.ndarray, X_cal: pd.DataFrame, y_cal: 
         *, seed: int = 0, threads: int = 1) -> CalibratedClassifierCV:
     """Fit the boosted trees on the training period, then calibrate on the calibration period.
 
-    Positives are up-weighted by the square root of the class ratio (enough to learn rare
-    failures without making the trees chase noise); calibration undoes the weighting.
     ``threads`` caps OpenMP: on a busy host two spinning threads run ten times slower than one.
     """
     with threadpool_limits(threads, "openmp"):
-        return _fit(X_train, y_train, X_cal, y_cal, seed)
+        hgb = _fit_raw(X_train, y_train, seed)
+        method = "isotonic" if int(np.sum(y_cal)) >= ISOTONIC_MIN_POSITIVES else "sigmoid"
+        cal = CalibratedClassifierCV(FrozenEstimator(hgb), method=method)
+        return cal.fit(X_cal, np.asarray(y_cal, dtype=int))
 
 
-def _fit(X_train, y_train, X_cal, y_cal, seed: int) -> CalibratedClassifierCV:
+def fit_raw(X_train: pd.DataFrame, y_train: np.ndarray, *, seed: int = 0,
+            threads: int = 1) -> HistGradientBoostingClassifier:
+    """The boosted trees alone (raw scores, to be calibrated out of fold)."""
+    with threadpool_limits(threads, "openmp"):
+        return _fit_raw(X_train, y_train, seed)
+
+
+def _fit_raw(X_train, y_train, seed: int) -> HistGradientBoostingClassifier:
+    """Positives are up-weighted by the square root of the class ratio (enough to learn rare
+    failures without making the trees chase noise); calibration undoes the weighting."""
     y_train = np.asarray(y_train, dtype=int)
     pos, neg = int(y_train.sum()), int(len(y_train) - y_train.sum())
     rng = np.random.default_rng(seed)
@@ -128,11 +204,8 @@ def _fit(X_train, y_train, X_cal, y_cal, seed: int) -> CalibratedClassifierCV:
         l2_regularization=1.0, early_stopping=False, random_state=seed,
     )
     hgb.fit(X_train, y_train, sample_weight=weight)
-    method = "isotonic" if int(np.sum(y_cal)) >= ISOTONIC_MIN_POSITIVES else "sigmoid"
-    cal = CalibratedClassifierCV(FrozenEstimator(hgb), method=method)
-    cal.fit(X_cal, np.asarray(y_cal, dtype=int))
-    log.info("model: %d training rows (%d failures), calibrated %s on %d rows", len(y_train), pos, method, len(y_cal))
-    return cal
+    log.info("model: %d training rows (%d positive)", len(y_train), pos)
+    return hgb
 
 
 def reference_values(frame: pd.DataFrame) -> dict:
@@ -210,13 +283,13 @@ def card_markdown(card: dict) -> str:
         *(f"- {k}: {v[0]} to {v[1]}" for k, v in card["split"].items()),
         f"- training GPU-days: {card['train_rows']} ({card['train_failures']} positive)",
         f"- calibration: {card['calibration']}", "",
-        "## Test metrics (model vs rule baseline)", "", "| metric | model | baseline |", "|---|---|---|",
+        "## Out-of-fold metrics (model vs evidence score, time-ordered folds pooled)", "", "| metric | model | evidence score |", "|---|---|---|",
         *(f"| {r} | {fmt(m.get(r))} | {fmt(b.get(r))} |" for r in rows),
-        "", f"Model recall at the baseline's precision: {fmt(card.get('metrics', {}).get('model_recall_at_baseline_precision'))} "
-        f"(baseline recall {fmt(card.get('metrics', {}).get('baseline_recall'))}).", "",
+        "", f"Model recall at the evidence score's precision: {fmt(card.get('metrics', {}).get('model_recall_at_baseline_precision'))} "
+        f"(evidence score recall {fmt(card.get('metrics', {}).get('baseline_recall'))}).", "",
         "Definitions: a failure is a GPU replacement (the day its ticket was opened). The model alerts when "
         f"its risk is at least the break-even {fmt(card.get('metrics', {}).get('alert_threshold'))} (cost of a "
-        "needless drain / cost of a missed failure), the rules on any critical Xid in 7 days. A failure is caught "
+        "needless drain / cost of a missed failure), and so does the evidence score. A failure is caught "
         "when an alert falls on one of the horizon's days before it; its lead is the days from the first such "
         "alert to the failure day (1 to the horizon), the same for both.", "",
         "## Features", "", ", ".join(card["features"]), "",

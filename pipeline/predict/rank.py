@@ -1,10 +1,13 @@
 """The predicted-failure list: every GPU in service on a day, ranked by calibrated risk.
 
-Reads ``features`` (the day's rows) and the current model under ``paths.models``.
-Writes ``predictions`` (the day's rows replaced) and returns the contract columns
-``rank, serial, host, pci_bus_id, model, risk, horizon_days, top_factors``. Without a
-promoted model (too little history, no failures yet, or a model file that will not load)
-the rule baseline ranks the GPUs and ``model_version`` says ``rules``.
+Reads ``features`` (the day's rows, and the labelled history to calibrate the evidence
+score) and the current model under ``paths.models``. Writes ``predictions`` (the day's rows
+replaced) and returns the contract columns ``rank, serial, host, pci_bus_id, model, risk,
+horizon_days, top_factors``. The evidence score (:mod:`pipeline.predict.evidence`) ranks
+unless a model was promoted for beating it on the fleet's own history; ``model_version``
+says which ranked (``evidence``: calibrated on the fleet's failures, ``evidence-prior``: on
+the published prior, else the model's version). Ties of risk are broken by the evidence
+terms, so GPUs with different evidence never share a risk, and equal evidence shares a rank.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ from threadpoolctl import threadpool_limits
 
 from pipeline.config import Config
 from pipeline.errors import FleetfaultError
-from pipeline.predict import explain, model
+from pipeline.predict import evidence, evidence_words, explain, model
 from pipeline.predict.features import FEATURES
-from pipeline.predict.rules import RuleBaseline
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 CONTRACT = ["rank", "serial", "host", "pci_bus_id", "model", "risk", "horizon_days", "top_factors"]
 
-#: GPUs explained one by one (the rest get their factors only if they rank this high).
+#: GPUs the model explains one by one (occlusion costs a prediction per group); the
+#: evidence score explains every GPU.
 EXPLAIN_TOP = 500
 
 
@@ -44,40 +47,37 @@ def rank_gpus(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tupl
 
 def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd.DataFrame, str, list[str]]:
     notes: list[str] = []
-    cols = ", ".join(f'"{c}"' for c in ("serial", "host", "pci_bus_id", *FEATURES))
+    cols = ", ".join(f'"{c}"' for c in ("serial", "host", "pci_bus_id", "day", *FEATURES))
     frame = wh.df(f"SELECT {cols} FROM features WHERE day = ? ORDER BY serial", [as_of], step="predict: day's features")
+    ev = calibrated_evidence(wh, cfg)
+    notes += ev.notes_
+    terms = evidence.terms(frame, ev.weights)
     est, card = _current(models_dir, notes)
     if est is not None and len(frame):
-        levels, reference = card["levels"], card["reference"]
+        reference = card["reference"]
 
         def predict(f: pd.DataFrame) -> np.ndarray:
-            return est.predict_proba(model.design_matrix(f, levels))[:, 1]
+            return model.predict_risk(est, card, f)
 
-        risk = predict(frame) if len(frame) else np.array([])
+        risk = predict(frame)
         version = card["version"]
     else:
-        if card:
-            rules = RuleBaseline.from_dict(card["baseline"])
-        else:  # calibrate the rules on every labelled day there is
-            seen = wh.df("SELECT xid_crit_7d, xid_crit_1d, label FROM features WHERE label IS NOT NULL",
-                         step="predict: rule calibration")
-            rules = RuleBaseline().fit(seen, seen["label"].astype(bool).to_numpy())
-        risk = rules.predict_proba(frame)[:, 1] if len(frame) else np.array([])
-        version = "rules" if rules.calibrated_ else "rules-uncalibrated"
-        if not rules.calibrated_:
-            notes.append("rule baseline risks are prior guesses, not calibrated (no failures seen yet)")
-    frame = frame.assign(risk=risk).sort_values(["risk", "serial"], ascending=[False, True]).reset_index(drop=True)
-    factors = ["" for _ in range(len(frame))]
-    top = frame.head(EXPLAIN_TOP)
-    records = top.to_dict("records")
-    if version.startswith("rules"):
-        factors[: len(top)] = [explain.describe(r) for r in records]
-    elif len(top):
-        contrib = explain.contributions(top, predict, reference).to_dict("records")
-        factors[: len(top)] = [explain.describe(r, c) for r, c in zip(records, contrib)]
+        risk = ev.predict_proba(frame)[:, 1] if len(frame) else np.array([])
+        version = ev.version
+    idx, rank, risk = evidence.order(risk, evidence.tiebreak_key(frame, terms, ev.weights))
+    frame, terms = frame.iloc[idx].reset_index(drop=True), terms.iloc[idx].reset_index(drop=True)
+    records = frame.to_dict("records")
+    if version.startswith("evidence"):
+        factors = [evidence_words.describe(r, c) for r, c in zip(records, terms.to_dict("records"))]
+    else:
+        factors = ["" for _ in range(len(frame))]
+        top = frame.head(EXPLAIN_TOP)
+        if len(top):
+            contrib = explain.contributions(top, predict, reference).to_dict("records")
+            factors[: len(top)] = [explain.describe(r, c) for r, c in zip(records, contrib)]
     out = pd.DataFrame({
-        "rank": np.arange(1, len(frame) + 1, dtype="int32"), "serial": frame["serial"], "host": frame["host"],
-        "pci_bus_id": frame["pci_bus_id"], "model": frame["model"], "risk": frame["risk"].astype(float),
+        "rank": rank.astype("int32"), "serial": frame["serial"], "host": frame["host"],
+        "pci_bus_id": frame["pci_bus_id"], "model": frame["model"], "risk": risk.astype(float),
         "horizon_days": np.full(len(frame), cfg.predict.horizon_days, dtype="int32"),
         "top_factors": [f or None for f in factors], "as_of": as_of, "model_version": version,
     })
@@ -85,6 +85,16 @@ def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd
         wh.sql("DELETE FROM predictions WHERE as_of = ?", [as_of], step="predict: clear day")
         wh.insert("predictions", out)
     return out, version, notes
+
+
+def calibrated_evidence(wh: Warehouse, cfg: Config) -> evidence.EvidenceScore:
+    """The evidence score calibrated on every labelled GPU-day there is (or on the prior)."""
+    p = cfg.predict
+    ev = evidence.EvidenceScore(horizon_days=p.horizon_days, min_failures=p.min_failures,
+                                weights_file=str(cfg.resolve(p.evidence_file)) if p.evidence_file else None)
+    cols = ", ".join(f'"{c}"' for c in ("serial", "host", "day", "label", *evidence.INPUTS))
+    seen = wh.df(f"SELECT {cols} FROM features WHERE label IS NOT NULL", step="predict: evidence calibration")
+    return ev.fit(seen, seen["label"].astype(bool).to_numpy())
 
 
 def _current(models_dir: Path, notes: list[str]):
@@ -95,9 +105,9 @@ def _current(models_dir: Path, notes: list[str]):
     try:
         est, card = model.load(models_dir, version)
     except FleetfaultError as exc:
-        notes.append(f"current model unusable ({exc}): using the rule baseline")
+        notes.append(f"current model unusable ({exc}): the evidence score ranks")
         return None, None
     if card.get("features") != list(FEATURES):
-        notes.append(f"model {version} was trained on other features: using the rule baseline until retrained")
+        notes.append(f"model {version} was trained on other features: the evidence score ranks until one is retrained")
         return None, card
     return est, card

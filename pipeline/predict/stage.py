@@ -1,7 +1,7 @@
 """The nightly ``predict`` stage: features, retraining with a drift check, the ranked list.
 
 Reads ``inventory``, ``gpu_days``, ``xid_events``, ``tickets`` and ``failures``. Writes
-``features``, ``model_runs``, ``predictions`` (for the last day of data), the models and
+``features``, ``model_runs``, ``predictions`` (for the last day of data), ``predict_track``, the models and
 their cards under ``paths.models`` (beside the warehouse), ``OUT/predictions.csv`` and the
 evaluation (``OUT/metrics/predict.json``, ``OUT/plots/predict_*.csv``). It exists so that
 the on-call team can drain a GPU before it takes a large job down with it.
@@ -16,6 +16,7 @@ from pipeline.config import Config
 from pipeline.output import write_table
 from pipeline.predict.features import build_features, data_range
 from pipeline.predict.rank import CONTRACT, rank_gpus
+from pipeline.predict.track import track_record
 from pipeline.predict.train import train, write_placeholder
 
 log = logging.getLogger(__name__)
@@ -51,5 +52,9 @@ def run(ctx) -> None:
     for note in notes:
         ctx.note("predict", note)
     write_table(table[CONTRACT], ctx.out_dir / "predictions.csv")
+    track = track_record(wh, cfg)
+    if len(track):
+        ctx.note("predict", f"track record: {int(track['caught'].sum())} of {int(track['failures'].sum())} failures "
+                            f"caught by the day's top {cfg.predict.alert_top}, {int(track['false_alarms'].sum())} false alarms")
     rep.rows_out = len(table)
     ctx.note("predict", f"{len(table)} GPUs ranked for {as_of} with {version}")

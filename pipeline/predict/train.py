@@ -1,14 +1,18 @@
-"""Nightly retraining on a sliding window, with a drift check before promotion.
+"""Nightly retraining, judged against the evidence score by time-ordered cross-validation.
 
 Reads ``features`` (labelled GPU-days). Writes a model and its card under
 ``paths.models``, one ``model_runs`` row, and the evaluation as DVC metrics and plot data
 (``OUT/metrics/predict.json``, ``OUT/plots/predict_pr.csv``, ``OUT/plots/predict_calibration.csv``).
 
-The candidate is trained on the training period, calibrated on the next and tested on the
-last (never shuffled across time). It is promoted only when its test PR-AUC is at least
-the rule baseline's and the current model's on the same test days: a drifting or broken
-candidate leaves the current model (or the rules) in place. Too little history or too few
-failures is not an error: the rules are used, with a note saying why.
+The labelled history is cut into up to ``predict.cv_folds`` consecutive test periods
+(:func:`pipeline.predict.model.cv_folds`; never shuffled), each scored by a model trained
+only on the days before it (a horizon earlier) and by the evidence score calibrated on the
+same days. The periods are pooled: the model's pooled out-of-fold scores calibrate the final
+model (trained on the whole window), and the model is promoted only when its pooled PR-AUC
+beats the evidence score's on the same GPU-days with at least ``predict.min_failures``
+failures among them. Otherwise the evidence score ranks (a previously promoted model is
+retired: it no longer shows it does better), and the note says why. Too little history or
+too few failures is not an error.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +29,16 @@ import polars as pl
 import sklearn
 from threadpoolctl import threadpool_limits
 
-from pipeline.config import Config
-from pipeline.predict import evaluate, model
+from pipeline.config import Config, Predict
+from pipeline.predict import evaluate, evidence, model
 from pipeline.predict.features import CATEGORICAL, FEATURES, NUMERIC
 from pipeline.predict.rules import RuleBaseline, rule_alert
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
-#: Fewest positive GPU-days needed in the training and in the calibration period.
-MIN_TRAIN_POSITIVES = 20
-MIN_CAL_POSITIVES = 5
+#: Fewest positive GPU-days a fold's training period needs for the trees to learn anything.
+MIN_TRAIN_POSITIVES = 10
 
 
 @dataclass
@@ -51,18 +54,91 @@ class TrainResult:
 def labelled_frame(wh: Warehouse, start: date, end: date) -> pd.DataFrame:
     """Labelled GPU-days between two days (inclusive), in time order; numbers as float32
     (half the memory of a year of a large fleet, and what the trees bin anyway)."""
-    cols = ", ".join(["serial", "day", "label", "days_to_failure", *(f'CAST("{c}" AS FLOAT) AS "{c}"' for c in NUMERIC),
-                      *(f'"{c}"' for c in CATEGORICAL)])
+    cols = ", ".join(["serial", "day", "host", "label", "days_to_failure",
+                      *(f'CAST("{c}" AS FLOAT) AS "{c}"' for c in NUMERIC), *(f'"{c}"' for c in CATEGORICAL)])
     return wh.df(f"SELECT {cols} FROM features WHERE label IS NOT NULL AND day BETWEEN ? AND ? "
                  "ORDER BY day, serial", [start, end], step="predict: labelled features")
 
 
+def new_evidence(p: Predict, weights_file: str | None = None) -> evidence.EvidenceScore:
+    return evidence.EvidenceScore(horizon_days=p.horizon_days, min_failures=p.min_failures, weights_file=weights_file)
+
+
+@dataclass
+class CrossValidation:
+    """Pooled out-of-fold GPU-days with the model's raw and calibrated risk, the evidence
+    score's risk (calibrated on each fold's own past) and the evaluation of both."""
+
+    folds: list[model.Fold]
+    test: pd.DataFrame
+    raw: np.ndarray
+    risk: np.ndarray
+    evidence_risk: np.ndarray
+    calibration: dict
+    metrics: dict
+    notes: list[str]
+
+
+def cross_validate(frame: pd.DataFrame, folds: list[model.Fold], p: Predict, *, seed: int = 0,
+                   weights_file: str | None = None) -> CrossValidation | str:
+    """Score each fold's test days with a model and an evidence score fitted on its past only.
+
+    Returns a sentence saying why not when no fold has enough failures to learn from.
+    """
+    day = pd.to_datetime(frame["day"]).dt.date.to_numpy()
+    y = frame["label"].astype(bool).to_numpy().astype(int)
+    tests, raws, evs, used, notes = [], [], [], [], []
+    for f in folds:
+        tr = (day >= f.train[0]) & (day <= f.train[1])
+        te = (day >= f.test[0]) & (day <= f.test[1])
+        if y[tr].sum() < MIN_TRAIN_POSITIVES or not te.any():
+            notes.append(f"fold {f.test[0]}..{f.test[1]}: {int(y[tr].sum())} positive training GPU-days "
+                         f"(need {MIN_TRAIN_POSITIVES}), skipped")
+            continue
+        levels = model.category_levels(frame[tr])
+        est = model.fit_raw(model.design_matrix(frame[tr], levels), y[tr], seed=seed, threads=p.threads)
+        test = frame[te].reset_index(drop=True)
+        raws.append(est.predict_proba(model.design_matrix(test, levels))[:, 1])
+        ev = new_evidence(p, weights_file).fit(frame[tr], y[tr])
+        evs.append(ev.predict_proba(test)[:, 1])
+        tests.append(test)
+        used.append(f)
+    if not used:
+        return (f"too few failures to train: no time-ordered fold had {MIN_TRAIN_POSITIVES} positive GPU-days "
+                f"before it ({len(folds)} fold{'s' if len(folds) != 1 else ''} tried)")
+    test = pd.concat(tests, ignore_index=True)
+    raw, ev_risk = np.concatenate(raws), np.concatenate(evs)
+    yt = test["label"].astype(bool).to_numpy().astype(int)
+    if yt.sum() == 0:
+        return f"no failure fell in the {len(used)} out-of-fold period(s): nothing to judge a model on"
+    cal = model.fit_calibration(raw, yt)
+    risk = model.calibrate(raw, cal)
+    threshold = p.cost_needless_drain / p.cost_missed_failure
+    metrics = evaluate.compare(test, risk, ev_risk, ev_risk >= threshold, p)
+    rules = RuleBaseline().fit(frame[day < used[0].test[0]], y[day < used[0].test[0]])
+    metrics["rules"] = evaluate.score(test, rules.predict_proba(test)[:, 1], rule_alert(test), p)
+    return CrossValidation(used, test, raw, risk, ev_risk, cal, metrics, notes)
+
+
+def promotion(cv: CrossValidation, p: Predict) -> tuple[bool, str]:
+    """Whether the model beats the evidence score on the pooled out-of-fold days, and why."""
+    m = cv.metrics
+    auc, ev_auc, fails = m["model"]["pr_auc"], m["baseline"]["pr_auc"], m["model"]["failures"]
+    what = (f"pooled out-of-fold PR-AUC {_f(auc)} vs the evidence score's {_f(ev_auc)} over {len(cv.folds)} "
+            f"time-ordered fold{'s' if len(cv.folds) != 1 else ''}, {fails} failures")
+    if fails < p.min_failures:
+        return False, what + f" (need {p.min_failures} failures to judge)"
+    if auc is None or ev_auc is None or auc <= ev_auc:
+        return False, what
+    return True, what
+
+
 def train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None = None, *,
           run_id: int | None = None, seed: int = 0, force: bool = False) -> TrainResult:
-    """Train, evaluate and maybe promote a candidate; never raises for lack of data.
+    """Cross-validate, fit and maybe promote a candidate; never raises for lack of data.
 
-    Skips training when the current model was already tested up to the same day (a rerun
-    of the night), unless ``force``.
+    Skips training when the current card already covers the same last labelled day with
+    today's features (a rerun of the night), unless ``force``.
     """
     with threadpool_limits(cfg.predict.threads, "openmp"):
         return _train(wh, cfg, models_dir, out_dir, run_id=run_id, seed=seed, force=force)
@@ -72,127 +148,81 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
            run_id: int | None, seed: int, force: bool) -> TrainResult:
     res = TrainResult()
     p = cfg.predict
-    span = wh.sql("SELECT min(day), max(day), count(*) FILTER (WHERE label) FROM features WHERE label IS NOT NULL",
-                  step="predict: labelled range")[0]
+    span = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL", step="predict: labelled range")[0]
     if span[0] is None:
-        res.notes.append("no labelled GPU-days yet (need more than horizon_days of data): using the rule baseline")
+        res.notes.append("no labelled GPU-days yet (need more than horizon_days of data): the evidence score ranks")
         return res
-    split = model.choose_split(span[0], span[1], p.train_days, p.calibration_days, p.test_days, p.horizon_days)
-    if split is None:
-        res.notes.append(f"only {(span[1] - span[0]).days + 1} labelled days: too little history to train, "
-                         "using the rule baseline")
+    folds = model.cv_folds(span[0], span[1], p.train_days, p.test_days, p.horizon_days, p.cv_folds)
+    if not folds:
+        res.notes.append(f"only {(span[1] - span[0]).days + 1} labelled days: too little history for a time-ordered "
+                         f"fold (need {model.MIN_TRAIN_DAYS + p.horizon_days + 7}); the evidence score ranks")
         return res
-    current = model.current_version(models_dir)
-    if current and not force and _covers(models_dir, current, split):
-        res.notes.append(f"current model {current} already covers the labelled data to {split.test[1]}: not retrained")
+    last_card = _last_card(models_dir)
+    if last_card and not force and last_card.get("labelled_to") == str(span[1]) \
+            and last_card.get("features") == list(FEATURES):
+        res.notes.append(f"model {last_card['version']} already judged on the labelled data to {span[1]}: not retrained")
         if out_dir is not None and not (out_dir / "metrics" / "predict.json").exists():
-            _write_metrics(out_dir, json.loads((models_dir / f"{current}.json").read_text(encoding="utf-8")))
+            _write_metrics(out_dir, last_card)
         return res
-    fitted = fit_split(labelled_frame(wh, split.train[0], split.test[1]), split, p, seed=seed)
-    if isinstance(fitted, str):
-        res.notes.append(fitted)
+    start = min(folds[0].train[0], span[1] - timedelta(days=p.train_days - 1))
+    frame = labelled_frame(wh, max(span[0], start), span[1])
+    weights_file = str(cfg.resolve(p.evidence_file)) if p.evidence_file else None
+    cv = cross_validate(frame, folds, p, seed=seed, weights_file=weights_file)
+    if isinstance(cv, str):
+        res.notes.append(cv + ": the evidence score ranks")
+        _retire(models_dir, res)
         return res
-    est, test, risk, base_risk, metrics, n_pos = (fitted.est, fitted.test, fitted.risk, fitted.base_risk,
-                                                  fitted.metrics, fitted.n_pos)
-
-    current_auc = None
-    if current:
-        try:
-            cur_est, cur_card = model.load(models_dir, current)
-            if cur_card.get("features") == list(FEATURES):
-                cur_X = model.design_matrix(test, cur_card["levels"])
-                from sklearn.metrics import average_precision_score
-                current_auc = float(average_precision_score(test["label"].astype(int), cur_est.predict_proba(cur_X)[:, 1]))
-        except Exception as exc:  # a broken or foreign current model must not stop the night
-            res.notes.append(f"current model {current} could not be scored ({exc}); the candidate competes with the rules only")
-    auc, base_auc = metrics["model"]["pr_auc"], metrics["baseline"]["pr_auc"]
-    if auc is None or base_auc is None or auc < base_auc:
-        promoted, reason = False, f"test PR-AUC {_f(auc)} below the rule baseline's {_f(base_auc)}"
-    elif current_auc is not None and auc < current_auc:
-        promoted, reason = False, f"test PR-AUC {_f(auc)} below the current model's {_f(current_auc)} (drift check)"
-    else:
-        promoted, reason = True, (f"test PR-AUC {_f(auc)} vs baseline {_f(base_auc)}"
-                                  + (f" and current {_f(current_auc)}" if current_auc is not None else ""))
-
+    promoted, reason = promotion(cv, p)
+    final = frame[pd.to_datetime(frame["day"]).dt.date >= span[1] - timedelta(days=p.train_days - 1)]
+    y = final["label"].astype(bool).to_numpy().astype(int)
+    levels = model.category_levels(final)
+    est = model.fit_raw(model.design_matrix(final, levels), y, seed=seed, threads=p.threads)
     now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-    version = f"predict-{split.test[1]:%Y%m%d}-{now:%Y%m%dT%H%M%S}"
+    version = f"predict-{span[1]:%Y%m%d}-{now:%Y%m%dT%H%M%S}"
+    oof = (cv.folds[0].test[0], cv.folds[-1].test[1])
     card = {
-        "version": version, "trained_at": now.isoformat(), "horizon_days": p.horizon_days,
-        "split": split.to_dict(), "train_rows": fitted.train_rows, "train_failures": n_pos["train"],
-        "calibration": est.method, "features": list(FEATURES), "levels": fitted.levels,
-        "reference": fitted.reference, "baseline": fitted.rules.to_dict(),
-        "metrics": metrics, "current_version": current, "current_pr_auc": current_auc,
+        "version": version, "trained_at": now.isoformat(), "horizon_days": p.horizon_days, "labelled_to": str(span[1]),
+        "split": {"train": [str(final["day"].min())[:10], str(span[1])], "out-of-fold test": [str(oof[0]), str(oof[1])]},
+        "folds": [f.to_dict() for f in cv.folds], "train_rows": int(len(final)), "train_failures": int(y.sum()),
+        "calibration": cv.calibration, "features": list(FEATURES), "levels": levels,
+        "reference": model.reference_values(final), "metrics": cv.metrics,
         "promoted": promoted, "reason": reason, "sklearn": sklearn.__version__,
     }
     model.save(models_dir, version, est, card)
     if promoted:
         model.promote(models_dir, version)
-    res.version, res.promoted, res.metrics = version, promoted, metrics
-    res.notes.append(f"trained {version}: {'promoted' if promoted else 'not promoted'} ({reason})")
+        res.notes.append(f"trained {version}: promoted, it ranks ({reason})")
+    else:
+        _retire(models_dir, res)
+        res.notes.append(f"trained {version}: not promoted, the evidence score ranks ({reason})")
+    res.version, res.promoted, res.metrics = version, promoted, cv.metrics
+    res.notes += cv.notes
+    m = cv.metrics
     wh.insert("model_runs", pl.DataFrame([{
         "version": version, "trained_at": now, "run_id": run_id,
-        "train_start": split.train[0], "train_end": split.train[1],
-        "calibrate_start": split.calibrate[0], "calibrate_end": split.calibrate[1],
-        "test_start": split.test[0], "test_end": split.test[1],
-        "train_rows": fitted.train_rows, "train_failures": n_pos["train"], "test_failures": n_pos["test"],
-        "pr_auc": auc, "baseline_pr_auc": base_auc, "current_pr_auc": current_auc,
-        "brier": metrics["model"]["brier"], "ece": metrics["model"]["ece"],
-        "promoted": promoted, "reason": reason,
+        "train_start": pd.Timestamp(final["day"].min()).date(), "train_end": span[1],
+        "calibrate_start": oof[0], "calibrate_end": oof[1], "test_start": oof[0], "test_end": oof[1],
+        "train_rows": int(len(final)), "train_failures": int(y.sum()), "test_failures": int(m["model"]["failures"]),
+        "pr_auc": m["model"]["pr_auc"], "baseline_pr_auc": m["baseline"]["pr_auc"], "current_pr_auc": None,
+        "brier": m["model"]["brier"], "ece": m["model"]["ece"], "promoted": promoted, "reason": reason,
     }], schema_overrides={"run_id": pl.Int64, "current_pr_auc": pl.Float64, "pr_auc": pl.Float64,
                           "baseline_pr_auc": pl.Float64}))
     if out_dir is not None:
-        write_evaluation(out_dir, card, test, risk, base_risk)
+        write_evaluation(out_dir, card, cv.test, cv.risk, cv.evidence_risk)
     return res
 
 
-@dataclass
-class Fitted:
-    """A candidate fitted on one split and scored, next to the rules, on its test period."""
-
-    est: object
-    levels: dict[str, list[str]]
-    reference: dict
-    rules: RuleBaseline
-    test: pd.DataFrame
-    risk: np.ndarray
-    base_risk: np.ndarray
-    metrics: dict
-    train_rows: int
-    n_pos: dict[str, int]
+def _last_card(models_dir: Path) -> dict | None:
+    cards = sorted(models_dir.glob("predict-*.json")) if models_dir.exists() else []
+    return json.loads(cards[-1].read_text(encoding="utf-8")) if cards else None
 
 
-def fit_split(frame: pd.DataFrame, split: model.Split, p, *, seed: int = 0) -> Fitted | str:
-    """Train on ``split.train``, calibrate on ``split.calibrate``, score on ``split.test``.
-
-    ``frame`` holds labelled GPU-days covering the split. Returns a sentence saying why
-    not (the rules stay) when a period has too few failures to learn or judge.
-    """
-    days = pd.to_datetime(frame["day"]).dt.date
-    part = {k: ((days >= a) & (days <= b)).to_numpy() for k, (a, b) in
-            (("train", split.train), ("cal", split.calibrate), ("test", split.test))}
-    y = frame["label"].astype(bool).to_numpy().astype(int)
-    n_pos = {k: int(y[m].sum()) for k, m in part.items()}
-    if n_pos["train"] < MIN_TRAIN_POSITIVES or n_pos["cal"] < MIN_CAL_POSITIVES or n_pos["test"] < 1:
-        return (f"too few failures to train (positive GPU-days: train {n_pos['train']}, calibrate {n_pos['cal']}, "
-                f"test {n_pos['test']}; need {MIN_TRAIN_POSITIVES}/{MIN_CAL_POSITIVES}/1): using the rule baseline")
-    levels = model.category_levels(frame[part["train"]])
-    X = model.design_matrix(frame, levels)
-    est = model.fit(X[part["train"]], y[part["train"]], X[part["cal"]], y[part["cal"]], seed=seed, threads=p.threads)
-    rules = RuleBaseline().fit(frame[part["train"] | part["cal"]], y[part["train"] | part["cal"]])
-    test = frame[part["test"]].reset_index(drop=True)
-    risk = est.predict_proba(X[part["test"]])[:, 1]
-    base_risk = rules.predict_proba(test)[:, 1]
-    return Fitted(est, levels, model.reference_values(frame[part["train"]]), rules, test, risk, base_risk,
-                  evaluate.compare(test, risk, base_risk, rule_alert(test), p), int(part["train"].sum()), n_pos)
-
-
-def _covers(models_dir: Path, version: str, split: model.Split) -> bool:
-    """Whether the current model was tested on the same last day with today's features."""
-    card = models_dir / f"{version}.json"
-    if not card.exists():
-        return False
-    c = json.loads(card.read_text(encoding="utf-8"))
-    return c.get("split", {}).get("test", [None, None])[1] == str(split.test[1]) and c.get("features") == list(FEATURES)
+def _retire(models_dir: Path, res: TrainResult) -> None:
+    """The evidence score ranks from now on: a promoted model no longer shows it does better."""
+    current = models_dir / "current.json"
+    if current.exists():
+        res.notes.append(f"model {model.current_version(models_dir)} retired")
+        current.unlink()
 
 
 def _f(v: float | None) -> str:
@@ -204,19 +234,19 @@ def write_evaluation(out_dir: Path, card: dict, test: pd.DataFrame, risk: np.nda
     _write_metrics(out_dir, card)
     y = test["label"].astype(bool).to_numpy().astype(int)
     pr = pd.concat([evaluate.pr_curve(y, risk).assign(scorer="model"),
-                    evaluate.pr_curve(y, base_risk).assign(scorer="baseline")])
+                    evaluate.pr_curve(y, base_risk).assign(scorer="evidence")])
     pr.to_csv(out_dir / "plots" / "predict_pr.csv", index=False)
     cal = pd.concat([evaluate.calibration_table(y, risk).assign(scorer="model"),
-                     evaluate.calibration_table(y, base_risk).assign(scorer="baseline")])
+                     evaluate.calibration_table(y, base_risk).assign(scorer="evidence")])
     cal.to_csv(out_dir / "plots" / "predict_calibration.csv", index=False)
 
 
 def _write_metrics(out_dir: Path, card: dict) -> None:
     """``metrics/predict.json`` from a model card (the plots folder is created too)."""
     m = card["metrics"]
-    flat = {"version": card["version"], "promoted": card["promoted"], "test_start": card["split"]["test"][0],
-            "test_end": card["split"]["test"][1], "horizon_days": card["horizon_days"],
-            "model": m["model"], "baseline": m["baseline"],
+    flat = {"version": card["version"], "promoted": card["promoted"], "test_start": _test_period(card)[0],
+            "test_end": _test_period(card)[1], "horizon_days": card["horizon_days"],
+            "model": m["model"], "baseline": m["baseline"], "rules": m.get("rules"), "reason": card.get("reason"),
             "model_recall_at_baseline_precision": m["model_recall_at_baseline_precision"],
             "baseline_precision": m["baseline_precision"], "baseline_recall": m["baseline_recall"],
             "recall_ratio_vs_baseline": m["recall_ratio_vs_baseline"], "alert_threshold": m["alert_threshold"]}
@@ -225,11 +255,16 @@ def _write_metrics(out_dir: Path, card: dict) -> None:
     (out_dir / "metrics" / "predict.json").write_text(json.dumps(flat, indent=2) + "\n", encoding="utf-8")
 
 
+def _test_period(card: dict) -> list[str]:
+    split = card["split"]
+    return split.get("out-of-fold test") or split.get("test")
+
+
 def write_placeholder(out_dir: Path, notes: list[str]) -> None:
     """Any missing metrics or plot file, saying no model was evaluated (DVC expects them every night)."""
     files = {
         out_dir / "metrics" / "predict.json":
-            json.dumps({"version": "rules", "model": None, "baseline": None, "notes": notes}, indent=2) + "\n",
+            json.dumps({"version": "evidence", "model": None, "baseline": None, "notes": notes}, indent=2) + "\n",
         out_dir / "plots" / "predict_pr.csv": "recall,precision,threshold,scorer\n",
         out_dir / "plots" / "predict_calibration.csv": "mean_risk,observed_rate,count,scorer\n",
     }

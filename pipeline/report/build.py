@@ -20,14 +20,15 @@ import polars as pl
 
 from pipeline.config import Config
 from pipeline.output import write_xlsx
-from pipeline.report import charts, reliability, tables
+from pipeline.report import changes, charts, findings_html, origin, reliability, tables
 from pipeline.report import html as h
+from pipeline.report.findings import TOO_LITTLE, Findings, gather
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 #: Section ids in page order; the browser test checks each is present.
-SECTIONS = ["summary", "afr", "survival", "flags", "pareto", "xids", "trend", "repairs",
+SECTIONS = ["findings", "summary", "afr", "survival", "flags", "pareto", "xids", "trend", "repairs",
             "predictions", "quality", "methodology"]
 
 _PCT = {"afr_pct": ",.2f", "afr_ci_low_pct": ",.2f", "afr_ci_high_pct": ",.2f", "gpu_days": ",.0f"}
@@ -42,22 +43,39 @@ class Report:
     html: str
     sheets: dict[str, pl.DataFrame] = field(default_factory=dict)
     sections: list[str] = field(default_factory=list)
+    #: What the findings said (kept beside the report for the next one to compare), and the
+    #: snapshots before it.
+    snapshot: dict | None = None
+    history: list[dict] = field(default_factory=list)
 
     def write(self, path: str | Path) -> tuple[Path, Path]:
-        """Write ``path`` (HTML) and the workbook beside it (same name, ``.xlsx``)."""
+        """Write ``path`` (HTML), the workbook beside it (same name, ``.xlsx``) and the
+        findings history (``.findings.json``)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.html, encoding="utf-8")
+        if self.snapshot is not None:
+            changes.save(changes.history_path(path), self.history, self.snapshot)
         book = path.with_suffix(".xlsx")
         sheets = {k: v for k, v in self.sheets.items() if v is not None and v.width}
         write_xlsx(sheets or {"summary": pl.DataFrame({"note": ["no data yet"]})}, book)
         return path, book
 
 
-def build_report(wh: Warehouse, cfg: Config) -> Report:
-    """Gather every section's tables from ``wh`` and render the report."""
+def build_report(wh: Warehouse, cfg: Config, *, at: str | Path | None = None,
+                 data_dir: str | Path | None = None) -> Report:
+    """Gather every section's tables from ``wh`` and render the report.
+
+    ``at``: where the report will be written; the findings of the reports written there before
+    (``.findings.json`` beside it) are what "what changed" compares with. ``data_dir``: the
+    input folder, where the simulator's marker says whether the records are synthetic.
+    """
+    history, problem = changes.load(changes.history_path(at)) if at is not None else ([], None)
     b = _Builder(wh, cfg)
+    b.origin = origin.resolve(cfg, data_dir, history)
+    b.history, b.history_problem = history, problem
     parts = [
+        ("findings", "Findings", b.findings),
         ("summary", "Fleet summary", b.summary),
         ("afr", "Annualized failure rates", b.afr),
         ("survival", "Survival and failure shape", b.survival),
@@ -74,8 +92,21 @@ def build_report(wh: Warehouse, cfg: Config) -> Report:
     s = b.facts
     period = (f"{s['period_start']} to {s['period_end']}" if s.get("period_start") else "no records yet")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    doc = h.page(cfg.report.title, f"Records from {period} · generated {stamp}", rendered)
-    return Report(doc, b.sheets, [sid for sid, _, _ in rendered])
+    banner = origin.banner(b.origin, s.get("afr_pct"))
+    doc = h.page(cfg.report.title, f"Records from {period} · generated {stamp}", rendered, banner=banner)
+    return Report(doc, b.sheets, [sid for sid, _, _ in rendered], snapshot=b.snapshot, history=history)
+
+
+def findings_section(found: Findings, cfg: Config, data_origin: origin.Origin, history: list[dict],
+                     problem: str | None = None) -> tuple[str, dict[str, pl.DataFrame], dict]:
+    """The Findings section on its own: (body HTML, workbook sheets, the snapshot to keep),
+    compared with ``history`` (the snapshots of earlier reports, oldest first)."""
+    snap = changes.snapshot(found, data_origin.as_dict())
+    base, same = changes.baseline(history, snap)
+    lines = changes.describe(snap, base) if base is not None else []
+    body, sheets = findings_html.render(found, cfg, change_lines=lines, base=base, same=same, problem=problem,
+                                        rate_multiplier=data_origin.rate_multiplier)
+    return body, sheets, snap
 
 
 def _count(n: int, noun: str) -> str:
@@ -89,10 +120,28 @@ class _Builder:
         self.wh, self.cfg = wh, cfg
         self.sheets: dict[str, pl.DataFrame] = {}
         self.facts: dict = {}
+        self.origin = origin.Origin()
+        self.history: list[dict] = []
+        self.history_problem: str | None = None
+        self.snapshot: dict | None = None
+        self._findings: Findings | None = None
         try:
             self.facts = tables.summary(wh, cfg)
         except Exception as exc:
             log.warning("report: summary failed: %s", exc)
+
+    @property
+    def found(self) -> Findings:
+        """The findings, gathered once for the Findings section and the AFR verdicts."""
+        if self._findings is None:
+            self._findings = gather(self.wh, self.cfg, self.facts)
+        return self._findings
+
+    def findings(self) -> str:
+        body, sheets, self.snapshot = findings_section(self.found, self.cfg, self.origin, self.history,
+                                                       self.history_problem)
+        self.sheets.update(sheets)
+        return body
 
     def _source(self, stats_name: str) -> str:
         used = reliability.has_rows(self.wh, stats_name)
@@ -130,13 +179,27 @@ class _Builder:
             if not df.height:
                 out.append(h.no_data(f"no exposure per {by}"))
                 continue
+            df = self._with_verdicts(df, by)
             self.sheets[f"afr_by_{by}"] = df
             out.append(h.figure(charts.afr_bars(df, by, fleet), f"AFR by {by} with 95% intervals",
                                 "Bars: annualized failure rate; whiskers: exact Poisson 95% interval; "
-                                "dashed line: the whole fleet."))
+                                "dashed line: the whole fleet; grey bars: too little exposure to judge (see Findings)."))
             out.append(h.table(df, [by, "gpus", "gpu_days", "failures", "afr_pct", "afr_ci_low_pct", "afr_ci_high_pct",
-                                    "low_exposure"], formats=_PCT, labels=_AFR_LABELS))
+                                    "verdict"], formats=_PCT, labels=_AFR_LABELS))
         return "".join(out) + self._source("stats_afr")
+
+    def _with_verdicts(self, df: pl.DataFrame, by: str) -> pl.DataFrame:
+        """``verdict`` from the findings (fails more / less, like the fleet, too little exposure);
+        ``low_exposure`` (the grey bars) becomes "too little exposure to judge" where judged."""
+        try:
+            verdicts = self.found.verdict_of(by)
+        except Exception as exc:  # the findings section shows the error; the AFR table still draws
+            log.warning("report: verdicts by %s unavailable: %s", by, exc)
+            verdicts = {}
+        if not verdicts:
+            return df
+        df = df.with_columns(pl.col(by).replace_strict(verdicts, default=None, return_dtype=pl.Utf8).alias("verdict"))
+        return df.with_columns((pl.col("verdict") == TOO_LITTLE).fill_null(pl.col("low_exposure")).alias("low_exposure"))
 
     def survival(self) -> str:
         km = reliability.survival(self.wh, self.cfg, "model")
@@ -144,8 +207,13 @@ class _Builder:
         out = []
         if km.height:
             self.sheets["survival_by_model"] = km
+            band = ("shaded: 95% band." if km["ci_low"].drop_nulls().len() else
+                    "no interval band: the survival stage gave none for these curves.")
+            flat = km.group_by("model").agg(pl.col("events").fill_null(0).sum()).filter(pl.col("events") == 0).height
+            note = (" Groups without a replacement stay at 100% and are named in the legend, not drawn."
+                    if flat else "")
             out.append(h.figure(charts.survival_curves(km, "model"), "Kaplan-Meier survival by model",
-                                "Share of GPUs not yet replaced, by age; shaded: 95% band."))
+                                f"Share of GPUs not yet replaced, by age; {band}{note}"))
         else:
             out.append(h.no_data("no lifetimes to draw survival curves from"))
         if wb.height:
@@ -229,9 +297,11 @@ class _Builder:
                     f"(the sum of the calibrated probabilities); {_count(high, 'GPU')} "
                     f"{'has' if high == 1 else 'have'} a risk of 50% or more.")
         lead = h.para(text)
+        from pipeline.report.predict_track import section as track_section
+
         return lead + h.figure(charts.risk_chart(df), "Highest predicted risk") + h.table(
             df, ["rank", "serial", "host", "pci_bus_id", "model", "risk", "top_factors"],
-            formats={"risk": ".1%"}, limit=20)
+            formats={"risk": ".1%"}, limit=20) + track_section(self.wh)
 
     def quality(self) -> str:
         out = []
@@ -289,8 +359,11 @@ class _Builder:
             ]),
             "<h3>Caveats</h3>",
             h.bullets([
-                f"Groups with less than {c.min_gpu_days:,.0f} GPU-days have wide intervals; read the interval, "
-                "not the point estimate.",
+                f"A group is judged only when a {self.cfg.report.detect_rate_ratio:g}× difference from the rest of the "
+                f"fleet would be detected {self.cfg.report.power:.0%} of the time by the same exact test (power "
+                "computed exactly for the group's and the rest's GPU-days at the fleet's rate); below that it has "
+                "too little exposure to judge, whatever its GPU-days, and the Findings give the exposure it needs. "
+                "Read the interval, not the point estimate.",
                 "Ticket coding is automatic; tickets below the confidence threshold await review and are not "
                 "counted until a person codes them.",
                 "Unlinked tickets and Xid events (see Data quality) are missing from the per-GPU numbers.",

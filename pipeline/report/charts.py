@@ -112,7 +112,7 @@ def afr_bars(df: pl.DataFrame, by: str, fleet_pct: float | None = None) -> str:
     handles = [Patch(color=ACCENT, alpha=0.85, label="AFR")] if not all(muted) else []
     handles.append(Line2D([], [], color="#1e293b", marker="|", label="95% interval (▸ continues)"))
     if any(muted):
-        handles.append(Patch(color=MUTED, alpha=0.85, label="little exposure: read the interval"))
+        handles.append(Patch(color=MUTED, alpha=0.85, label="too little exposure to judge (see Findings)"))
     if fleet_pct is not None and fleet_pct == fleet_pct:
         handles.append(Line2D([], [], color=WARN, linestyle="--", label=f"fleet {fleet_pct:.1f}%"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.6 / max(len(labels), 1)),
@@ -122,11 +122,28 @@ def afr_bars(df: pl.DataFrame, by: str, fleet_pct: float | None = None) -> str:
 
 @_styled
 def survival_curves(df: pl.DataFrame, by: str) -> str:
-    """Kaplan-Meier step curves per group with shaded intervals."""
-    fig, ax = _fig(7.0, 3.4)
-    for i, ((group,), part) in enumerate(sorted(df.group_by([by]), key=lambda g: str(g[0][0]))):
+    """Kaplan-Meier step curves per group with shaded intervals (see :func:`survival_figure`)."""
+    return _png(survival_figure(df, by))
+
+
+def survival_figure(df: pl.DataFrame, by: str) -> Figure:
+    """The survival chart as a figure.
+
+    A group without a single failure is a flat line at 100% that hides under every other such
+    line, so those groups get no curve and are named together in one legend entry instead:
+    the legend lists exactly the curves that can be seen.
+    """
+    fig, ax = _fig(7.0, 3.6)
+    groups = sorted(df.group_by([by]), key=lambda g: str(g[0][0]))
+    flat = []
+    drawn = 0
+    for (group,), part in groups:
+        if not (part["events"].fill_null(0) > 0).any():
+            flat.append(str(group))
+            continue
         part = part.sort("t_days")
-        c = PALETTE[i % len(PALETTE)]
+        c = PALETTE[drawn % len(PALETTE)]
+        drawn += 1
         t = part["t_days"].to_list()
         ax.step(t, part["survival"].to_list(), where="post", color=c, linewidth=1.6, label=_short(group, 24))
         ax.fill_between(t, part["ci_low"].fill_null(float("nan")).to_list(),
@@ -136,9 +153,20 @@ def survival_curves(df: pl.DataFrame, by: str) -> str:
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     lo = min(0.9, float(df["ci_low"].drop_nulls().min() or 0.9)) if df.height else 0.9
     ax.set_ylim(max(0.0, lo - 0.02), 1.005)
-    ax.set_title(f"Survival by {by} (Kaplan–Meier, 95% band)")
-    ax.legend(loc="lower left", fontsize=8)
-    return _png(fig)
+    if not drawn:
+        ax.set_xlim(0, max(1.0, float(df["t_days"].max() or 1.0)))
+        ax.text(0.5, 0.5, "No GPU replaced yet: every group is at 100%", transform=ax.transAxes,
+                ha="center", va="center", color="#475569")
+    band = df["ci_low"].drop_nulls().len() > 0
+    ax.set_title(f"Survival by {by} (Kaplan–Meier{', 95% band' if band else ''})")
+    handles, labels = ax.get_legend_handles_labels()
+    if flat:
+        names = "\n".join(f"  {_short(g, 24)}" for g in flat[:8]) + (f"\n  and {len(flat) - 8} more" if len(flat) > 8 else "")
+        handles.append(Line2D([], [], linestyle="none"))
+        labels.append(f"no replacement yet\n(flat at 100%, not drawn):\n{names}")
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, handlelength=1.5)
+    return fig
 
 
 @_styled
@@ -189,27 +217,34 @@ def xid_chart(df: pl.DataFrame) -> str:
 
 @_styled
 def trend_chart(df: pl.DataFrame) -> str:
-    """Monthly failures (bars) with tickets and Xid events (lines)."""
-    fig, ax = _fig(7.0, 3.0)
+    """Monthly failures, tickets and Xid events (see :func:`trend_figure`)."""
+    return _png(trend_figure(df))
+
+
+def trend_figure(df: pl.DataFrame) -> Figure:
+    """Monthly failures and tickets (top, one count axis) over Xid events (bottom, their own
+    axis): Xid events run in the hundreds where tickets run in the tens, so sharing an axis
+    would flatten the tickets to a line along zero."""
+    fig = Figure(figsize=(7.0, 4.2))
+    ax, ax2 = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     months = [m.strftime("%Y-%m") if m is not None else "?" for m in df["month"]]
     x = list(range(len(months)))
-    ax.bar(x, df["failures"].to_list(), color=WARN, alpha=0.8, label="GPU failures")
-    ax.set_ylabel("GPU failures per month")
+    ax.bar(x, df["failures"].to_list(), color=WARN, alpha=0.8, width=0.6, label="GPU failures")
+    ax.plot(x, df["tickets"].to_list(), color=ACCENT, marker="o", markersize=4, label="tickets (all parts)")
+    ax.set_ylabel("per month")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    step = max(1, len(months) // 12)
-    ax.set_xticks(x[::step], months[::step], rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, max(1, max(df["tickets"].max() or 0, df["failures"].max() or 0)) * 1.15)
     ax.grid(axis="x", visible=False)
-    ax2 = ax.twinx()
-    ax2.plot(x, df["tickets"].to_list(), color=ACCENT, marker="o", markersize=3, label="tickets")
-    ax2.plot(x, df["xid_events"].to_list(), color=MUTED, marker="s", markersize=3, label="Xid events")
-    ax2.set_ylabel("Tickets, Xid events per month")
-    ax2.grid(False)
-    ax2.spines["right"].set_visible(True)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8)
-    ax.set_title("Monthly trend (UTC months)", pad=24)
-    return _png(fig)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8)
+    ax.set_title("Monthly trend (UTC months)", pad=22)
+    ax2.bar(x, df["xid_events"].to_list(), color=MUTED, width=0.6)
+    ax2.set_ylabel("Xid events")
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    ax2.grid(axis="x", visible=False)
+    step = max(1, len(months) // 12)
+    ax2.set_xticks(x[::step], months[::step], rotation=30, ha="right", fontsize=8)
+    fig.align_ylabels([ax, ax2])
+    return fig
 
 
 @_styled

@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         warehouse: WarehouseOpt = None,
         config: ConfigOpt = None,
         prometheus: Annotated[Optional[Path], typer.Option("--prometheus", help="Also write the per-GPU risk and Xid counts as a Prometheus textfile (.prom).")] = None,
+        data: Annotated[Optional[Path], typer.Option("--data", help="The input folder the warehouse was loaded from: its simulator marker (truth/params.json) puts the 'simulated data' banner on the report. Without it, report.data_origin in the config or the previous report beside OUT decides.")] = None,
     ) -> None:
         """Write the procurement report: one self-contained HTML file that opens offline and prints
         cleanly, plus an XLSX workbook with the table behind every chart."""
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
         if out.suffix.lower() not in (".html", ".htm"):
             raise UsageError(f"-o {out}: the report is HTML; give a file name ending in .html")
         with Warehouse(existing_warehouse(cfg, warehouse), read_only=True) as wh:
-            html, book = build_report(wh, cfg).write(out)
+            html, book = build_report(wh, cfg, at=out, data_dir=data).write(out)
             if prometheus:
                 write_textfile(wh, prometheus)
         out_console.print(f"wrote {html} and {book}" + (f" and {prometheus}" if prometheus else ""))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from pathlib import Path
@@ -108,10 +109,12 @@ def safe(render: Callable[[], str], what: str) -> str:
         return f'<p class="nodata">This section could not be drawn: {esc(type(exc).__name__)}: {esc(exc)}</p>'
 
 
-def page(title: str, subtitle: str, sections: list[tuple[str, str, str]]) -> str:
-    """The whole document: ``sections`` are (id, title, body HTML) in order."""
+def page(title: str, subtitle: str, sections: list[tuple[str, str, str]], banner: str = "") -> str:
+    """The whole document: ``sections`` are (id, title, body HTML) in order; ``banner`` (HTML,
+    already escaped) is shown above them all."""
     nav = "".join(f'<a href="#{esc(sid)}">{esc(t)}</a>' for sid, t, _ in sections)
     body = "\n".join(section(sid, t, b) for sid, t, b in sections)
     shell = _TEMPLATE.read_text(encoding="utf-8")
-    return (shell.replace("{{title}}", esc(title)).replace("{{subtitle}}", esc(subtitle))
-            .replace("{{nav}}", nav).replace("{{body}}", body))
+    values = {"title": esc(title), "subtitle": esc(subtitle), "nav": nav, "banner": banner, "body": body}
+    # one pass, so text that happens to contain "{{body}}" is never expanded
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: values.get(m.group(1), m.group(0)), shell)

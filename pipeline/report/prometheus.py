@@ -1,6 +1,7 @@
 """Per-GPU risk and Xid counts as a Prometheus textfile-collector file.
 
-Reads: ``predictions`` (the latest list) and ``xid_events``. Writes: ``fleetfault.prom`` for
+Reads: ``predictions`` (the latest list), ``predict_track`` (how the list has done per month)
+and ``xid_events``. Writes: ``fleetfault.prom`` for
 node_exporter's ``--collector.textfile.directory``, so Grafana can chart and alert on the risk.
 
 The file is produced by ``prometheus_client`` itself (its exposition code escapes label
@@ -10,14 +11,13 @@ requires, so node_exporter never reads half a file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from pipeline.report.atomic import write_atomic
 from pipeline.warehouse import Warehouse
 
 #: Xid counts are given over this many days before the last event day, and over all records.
@@ -80,28 +80,49 @@ def metric_families(wh: Warehouse) -> list[GaugeMetricFamily]:
         meta.add_metric([], datetime(as_of.year, as_of.month, as_of.day, tzinfo=timezone.utc).timestamp())
     written = GaugeMetricFamily("fleetfault_export_timestamp_seconds", "Unix time this file was written")
     written.add_metric([], datetime.now(timezone.utc).timestamp())
-    return [risk, rank, xids, meta, written]
+    return [risk, rank, xids, meta, written, *track_families(wh)]
+
+
+def track_families(wh: Warehouse) -> list[GaugeMetricFamily]:
+    """The list's track record per month (caught, missed, false alarms, median lead) and which
+    ranker published the latest list; empty families before the predict stage ran."""
+    fam = {k: GaugeMetricFamily(f"fleetfault_predict_{k}", doc, labels=["month", "source"]) for k, doc in (
+        ("failures_caught", "GPU replacements flagged in the day's top list on one of the horizon's days before them"),
+        ("failures_missed", "GPU replacements not flagged in time"),
+        ("false_alarms", "Flags on GPUs not replaced within the horizon (once per GPU per horizon)"),
+        ("median_lead_days", "Median days from the first flag to the replacement, caught failures"))}
+    if wh.table_exists("predict_track"):
+        for month, source, caught, missed, false, lead in wh.sql(
+                "SELECT month, source, caught, missed, false_alarms, median_lead_days FROM predict_track ORDER BY month",
+                step="prometheus: track record"):
+            for k, v in (("failures_caught", caught), ("failures_missed", missed), ("false_alarms", false),
+                         ("median_lead_days", lead)):
+                if v is not None:
+                    fam[k].add_metric([month, source], float(v))
+    ranker = GaugeMetricFamily("fleetfault_predict_ranker_info",
+                               "1 for what ranked the latest list: a promoted model's version, else 'evidence' "
+                               "(fleet-calibrated) or 'evidence-prior' (published prior AFR), with the last "
+                               "training's reason", labels=["ranker", "reason"])
+    row = wh.sql("SELECT model_version FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) LIMIT 1",
+                 step="prometheus: ranker")
+    if row:
+        reason = wh.sql("SELECT reason FROM model_runs ORDER BY trained_at DESC LIMIT 1", step="prometheus: reason")
+        ranker.add_metric([row[0][0] or "", reason[0][0] if reason else "no model trained yet"], 1.0)
+    return [*fam.values(), ranker]
+
+
+def exposition(families: list[GaugeMetricFamily]) -> str:
+    """Metric families in the text exposition format (prometheus_client escapes the labels)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry).decode("utf-8")
 
 
 def render(wh: Warehouse) -> str:
     """The text exposition format of :func:`metric_families`."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(metric_families(wh)))
-    return generate_latest(registry).decode("utf-8")
+    return exposition(metric_families(wh))
 
 
 def write_textfile(wh: Warehouse, path: str | Path) -> Path:
     """Write the metrics atomically to ``path`` (conventionally ``*.prom``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(wh)
-    fd, tmp = tempfile.mkstemp(prefix=".fleetfault-", suffix=".prom.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, render(wh))

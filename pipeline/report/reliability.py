@@ -113,18 +113,7 @@ def weibull(wh: Warehouse, cfg: Config, by: str = "model") -> pl.DataFrame:
 
 def flagged(wh: Warehouse, cfg: Config) -> pl.DataFrame:
     """Groups failing significantly more than the rest of the fleet, with their sentences."""
-    table = stats_table(wh, "stats_compare")
-    if table is None:
-        if not _has_records(wh):
-            return pl.DataFrame()
-        parts = []
-        for dim in cfg.stats.compare_by:
-            try:
-                parts.append(st.compare(wh, dim, cfg))
-            except Exception as exc:  # one dimension's failure must not hide the others
-                log.warning("report: comparing by %s failed: %s", dim, exc)
-        parts = [p for p in parts if p.height]
-        table = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+    table = comparisons(wh, cfg)
     if not table.height:
         return table
     return (table.filter(pl.col("flagged") & pl.col("sentence").is_not_null())
@@ -132,6 +121,18 @@ def flagged(wh: Warehouse, cfg: Config) -> pl.DataFrame:
 
 
 def comparisons(wh: Warehouse, cfg: Config) -> pl.DataFrame:
-    """Every group compared with the rest of the fleet (flagged or not), for the workbook."""
+    """Every group compared with the rest of the fleet (flagged or not): the statistics stage's
+    ``stats_compare``, else the same comparison computed on the spot."""
     table = stats_table(wh, "stats_compare")
-    return table if table is not None else pl.DataFrame()
+    if table is not None:
+        return table
+    if not _has_records(wh):
+        return pl.DataFrame()
+    parts = []
+    for dim in cfg.stats.compare_by:
+        try:
+            parts.append(st.compare(wh, dim, cfg))
+        except Exception as exc:  # one dimension's failure must not hide the others
+            log.warning("report: comparing by %s failed: %s", dim, exc)
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()

@@ -32,10 +32,11 @@ def prediction_list(wh: Warehouse) -> pl.DataFrame:
     )
 
 
-def write_outputs(wh: Warehouse, cfg: Config, out_dir: str | Path) -> dict[str, Path]:
-    """Write every deliverable into ``out_dir``; returns name -> path."""
+def write_outputs(wh: Warehouse, cfg: Config, out_dir: str | Path, data_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write every deliverable into ``out_dir``; returns name -> path. ``data_dir`` is the input
+    folder (its simulator marker puts a banner on the report)."""
     out = Path(out_dir)
-    report = build_report(wh, cfg)
+    report = build_report(wh, cfg, at=out / "report.html", data_dir=data_dir)
     html, book = report.write(out / "report.html")
     preds = prediction_list(wh)
     return {
@@ -49,6 +50,6 @@ def write_outputs(wh: Warehouse, cfg: Config, out_dir: str | Path) -> dict[str, 
 
 def run(ctx) -> None:
     """Stage entry point (see :mod:`pipeline.run`)."""
-    paths = write_outputs(ctx.wh, ctx.cfg, ctx.out_dir)
+    paths = write_outputs(ctx.wh, ctx.cfg, ctx.out_dir, ctx.data_dir)
     ctx.report("report").rows_out = len(paths)
     ctx.note("report", f"report in {paths['report']}, predicted failures in {paths['predictions_csv']}")

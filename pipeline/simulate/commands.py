@@ -34,6 +34,8 @@ def register(app: typer.Typer) -> None:
         ticket_layouts: Annotated[str, typer.Option("--ticket-layouts", help="How service points write tickets: 'default', or 'field' (other tools' layouts: EN/ZH headers, nested JSON with part-swap lists, 1-based slots, FQDN and IP hosts, serial quirks, overlapping dumps).")] = "default",
         stale_inventory: Annotated[float, typer.Option("--stale-inventory", help="Share (0-1) of failure removals left out of inventory.csv (listed in truth/stale_removals.csv).")] = 0.0,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+        copytruncate_share: Annotated[float, typer.Option("--copytruncate-share", help="Share of hosts (0-1) whose nvidia-smi logger ran before the data began, so their files carry a header only where it restarted.")] = 0.0,
+        daily_dmesg_share: Annotated[float, typer.Option("--daily-dmesg-share", help="Share of hosts (0-1) writing raw dmesg (uptime stamps only) to a file per local day.")] = 0.0,
     ) -> None:
         """Write a synthetic GPU fleet (telemetry, kernel logs, tickets, inventory) and its ground truth.
 
@@ -60,10 +62,14 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--ticket-layouts must be one of {', '.join(LAYOUTS)}, got {ticket_layouts!r}")
         if not 0 <= stale_inventory <= 1:
             raise UsageError(f"--stale-inventory must be a share between 0 and 1, got {stale_inventory}")
+        for name, value in (("--copytruncate-share", copytruncate_share), ("--daily-dmesg-share", daily_dmesg_share)):
+            if not 0 <= value <= 1:
+                raise UsageError(f"{name} must be between 0 and 1, got {value}")
+        shares = {"copytruncate_share": copytruncate_share, "daily_dmesg_share": daily_dmesg_share}
         t0 = _parse_start(start)
         extra = {"ticket_layouts": ticket_layouts, "stale_inventory": stale_inventory}
         if quiet or not console.is_terminal:
-            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, **extra)
+            sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, **extra, **shares)
         else:
             cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn())
@@ -73,7 +79,7 @@ def register(app: typer.Typer) -> None:
                 def tick(host: str, done: int, total: int) -> None:
                     progress.update(task, completed=done, total=total, description=f"simulating {host}")
 
-                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick, **extra)
+                sim = run_sim(gpus, days, seed, out, interval=interval, start=t0, accel=accel, on_host=tick, **extra, **shares)
         out_console.print(
             f"wrote {len(sim.hosts)} hosts, {len(sim.gpus)} GPU serials, {len(sim.failure_rows)} GPU failures, "
             f"{len(sim.service_rows)} tickets to {out}/ (truth in {out}/truth/)")

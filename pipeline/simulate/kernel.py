@@ -10,6 +10,7 @@ syslog               ``Mar  5 10:11:12 sha-gpu001 kernel: NVRM: ...`` (RHEL /var
 journal_short_iso    ``2025-03-05T10:11:12+0800 sha-gpu001 kernel: NVRM: ...`` (``journalctl -k -o short-iso``)
 rsyslog_rfc3339      ``2025-03-05T10:11:12.345678+08:00 sha-gpu001 kernel: [ 8123.456789] NVRM: ...``
 kern_log             ``Mar  5 10:11:12 sha-gpu001 kernel: [ 8123.456789] NVRM: ...`` (Ubuntu kern.log)
+dmesg_raw_daily      as dmesg_raw, a file per local day (``simulate --daily-dmesg-share``)
 ===================  ==========================================================================
 
 Besides the events of the failure process, every host gets boot banners, unrelated kernel
@@ -27,7 +28,7 @@ import numpy as np
 from pipeline.simulate import kmsg
 from pipeline.simulate.fleet import MODEL_BY_KEY, Host
 from pipeline.simulate.precursors import KernelEvent
-from pipeline.simulate.styles import HostStyle
+from pipeline.simulate.styles import DAILY_DMESG, HostStyle
 from pipeline.simulate.telemetry import write_gzip
 
 APP_XID_PER_GPU_DAY = 0.012
@@ -43,7 +44,7 @@ def boot_times(sim, h: Host, reboots: list[tuple[datetime, bool]]) -> list[datet
 
 def _prefix(fmt: str, t_utc: datetime, up: float, host: str, zone: ZoneInfo) -> str:
     loc = t_utc.replace(tzinfo=timezone.utc).astimezone(zone)
-    if fmt == "dmesg_raw":
+    if fmt in ("dmesg_raw", DAILY_DMESG):
         return f"[{up:12.6f}] "
     if fmt == "dmesg_T":
         return f"[{loc:%a %b} {loc.day:2d} {loc:%H:%M:%S %Y}] "
@@ -144,6 +145,13 @@ def _write(sim, h: Host, style: HostStyle, out: Path, lines, boots, zone) -> lis
             # the only way to put a wall clock on its uptime stamps.
             loc = boots[bi].replace(tzinfo=timezone.utc).astimezone(zone)
             key = f"dmesg-boot-{loc:%Y%m%d-%H%M%S}.log"
+        elif fmt == DAILY_DMESG:
+            # `dmesg` appended to a file per local day: lines from the window start on, the
+            # boot before it unmarked, a reboot inside it marked in that day's file only.
+            if t < sim.start:
+                continue
+            loc = t.replace(tzinfo=timezone.utc).astimezone(zone)
+            key = f"dmesg-{loc:%Y%m%d}.log"
         elif fmt == "dmesg_T":
             # One dump per boot, saved when the next boot came (or at the end).
             saved = boots[bi + 1] if bi + 1 < len(boots) else sim.end - timedelta(seconds=1)

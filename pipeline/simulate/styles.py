@@ -16,6 +16,13 @@ from pipeline.simulate.fleet import Host
 #: csv_nounits: ``--format=csv,nounits`` (units stay in the header, values are bare);
 #: noheader_nounits: ``--format=csv,noheader,nounits`` (fields only known from the config).
 TELEMETRY_FORMATS = ("csv", "csv_copytruncate", "csv_nounits", "noheader_nounits")
+#: Only with ``simulate --copytruncate-share``: copytruncate rotation of a collector that was
+#: already running before the data's first day, so the header is written only where it
+#: restarted (after a reboot, and once for a configuration change).
+RESTART_HEADER = "csv_restart_header"
+#: Only with ``simulate --daily-dmesg-share``: raw ``dmesg`` appended to a file per local day
+#: (uptime stamps only; the boot marker is in the boot day's file alone).
+DAILY_DMESG = "dmesg_raw_daily"
 
 #: Kernel log formats (see kernel.py for one line of each).
 KERNEL_FORMATS = ("dmesg_raw", "dmesg_T", "syslog", "journal_short_iso", "rsyslog_rfc3339", "kern_log")
@@ -61,7 +68,15 @@ class HostStyle:
         return [f.split(" [")[0] for f in self.fields]
 
 
-def host_style(h: Host) -> HostStyle:
+def _chosen(i: int, share: float, salt: int) -> bool:
+    """Whether host ``i`` is among the ``share`` of hosts (a fixed spread, no randomness)."""
+    return share > 0 and ((i * 37 + salt) % 100) < share * 100
+
+
+def host_style(h: Host, *, copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0) -> HostStyle:
+    """How host ``h`` logs. The shares switch that part of the hosts to the styles of fleets
+    fleetfault was not built against (:data:`RESTART_HEADER`, :data:`DAILY_DMESG`); at 0
+    (the default) every host keeps its usual style."""
     i = h.index
     old = h.model == "V100" or (h.model == "A100" and i % 3 == 0)
     driver = DRIVERS_OLD[i % 2] if old else DRIVERS_NEW[i % 3]
@@ -69,8 +84,8 @@ def host_style(h: Host) -> HostStyle:
     if old:
         fields = tuple(f.replace("clocks_event_reasons", "clocks_throttle_reasons") for f in fields)
     return HostStyle(
-        telemetry=TELEMETRY_FORMATS[i % 4],
-        kernel=KERNEL_FORMATS[(5 * i) % 6],
+        telemetry=RESTART_HEADER if _chosen(i, copytruncate_share, 11) else TELEMETRY_FORMATS[i % 4],
+        kernel=DAILY_DMESG if _chosen(i, daily_dmesg_share, 53) else KERNEL_FORMATS[(5 * i) % 6],
         fields=fields,
         driver=driver,
         gzip=i % 10 != 3,

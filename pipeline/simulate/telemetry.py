@@ -8,7 +8,8 @@ The quirks are those of real logs: units in the header and values (``631.95 W``)
 and ``[Not Supported]`` where real GPUs print them (``N/A`` bare for an L40S memory
 temperature), headerless ``noheader,nounits`` hosts, site-local ``2025/03/05 10:11:12.345``
 timestamps, the header printed again when ``nvidia-smi -l`` restarts after a reboot,
-copytruncate rotation (no header in rotated files), a truncated last line, gzip on rotated
+copytruncate rotation (no header in rotated files; with ``--copytruncate-share`` a collector
+started before the data, whose header is only where it restarted), a truncated last line, gzip on rotated
 files, ``clocks_event_reasons.active`` hex masks (``clocks_throttle_reasons`` on old drivers),
 volatile ECC counters that reset at each reboot, ``[GPU is lost]`` after a GPU falls off the bus.
 """
@@ -26,7 +27,7 @@ import polars as pl
 from pipeline.simulate.fleet import MODEL_BY_KEY, Host
 from pipeline.simulate.precursors import Effect
 from pipeline.simulate.smi_format import format_rows
-from pipeline.simulate.styles import HostStyle
+from pipeline.simulate.styles import RESTART_HEADER, HostStyle
 
 DAY = 86400.0
 # clocks_event_reasons bits (nvml.h: nvmlClocksEventReason*)
@@ -95,6 +96,9 @@ def write_host_telemetry(sim, h: Host, style: HostStyle, out: Path, interval: fl
     cuts = [0] + [i for i in range(1, len(days)) if days[i] != days[i - 1]] + [len(days)]
     # Sample index of the first sample after each reboot: header printed again there.
     after_boot = set(np.searchsorted(ts, boot_e).tolist()) if boot_e.size else set()
+    if style.telemetry == RESTART_HEADER and ts.size > 3:
+        # one restart for a configuration change, somewhere in the middle third of the data
+        after_boot.add(int(np.random.default_rng([sim.seed, 0x5E7, h.index]).integers(ts.size // 3, 2 * ts.size // 3)))
     unclean_before = {int(np.searchsorted(ts, b)) for b in boot_e if not clean.get(float(b), True)}
     gpu_rng = np.random.default_rng([sim.seed, 0x6E0, h.index])
     temp_base = spec.temp_base + gpu_rng.normal(0, 2.0, h.gpus) + np.linspace(-1.5, 3.0, h.gpus)

@@ -29,7 +29,8 @@ LAYOUT = ("inventory.csv", "telemetry", "kernel", "tickets", "truth")
 
 def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: float = 300.0,
              start: datetime = DEFAULT_START, accel: float = 1.0, ticket_layouts: str = "default",
-             stale_inventory: float = 0.0, on_host: Callable[[str, int, int], None] | None = None) -> FleetSim:
+             stale_inventory: float = 0.0, on_host: Callable[[str, int, int], None] | None = None,
+             copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0) -> FleetSim:
     """Simulate a fleet and write it in the input layout with its ground truth.
 
     Parameters
@@ -48,6 +49,10 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         ``truth/stale_removals.csv``. The truth keeps every removal.
     on_host : callable, optional
         Called with (host name, hosts done, hosts in all) after each host is written.
+    copytruncate_share, daily_dmesg_share : float
+        Share of hosts whose nvidia-smi header is only where the collector restarted (it
+        ran before the data began), and whose kernel log is raw ``dmesg`` per local day
+        (:func:`~pipeline.simulate.styles.host_style`); 0 keeps every host's usual style.
 
     Returns
     -------
@@ -75,7 +80,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         listed = [{**g, "ip": field_layouts.host_ip(host_index[g["host"]])} for g in listed]
         columns = [*columns, "ip"]
     truth.write_csv(out / "inventory.csv", columns, listed)
-    styles = {h.name: host_style(h) for h in sim.hosts}
+    styles = {h.name: host_style(h, copytruncate_share=copytruncate_share, daily_dmesg_share=daily_dmesg_share)
+              for h in sim.hosts}
     effects: dict[int, list] = {}
     for e in sim.effects:
         effects.setdefault(e.host, []).append(e)
@@ -99,6 +105,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
     ticket_rows = write_tickets(sim, out / "tickets", new_serials, ticket_layouts)
     params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval),
               "ticket_layouts": ticket_layouts, "stale_inventory": float(stale_inventory)}
+    if copytruncate_share or daily_dmesg_share:  # (the defaults' params.json is unchanged)
+        params.update(copytruncate_share=float(copytruncate_share), daily_dmesg_share=float(daily_dmesg_share))
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
     truth.write_csv(out / "truth" / "stale_removals.csv", ["serial"], [{"serial": x} for x in stale])

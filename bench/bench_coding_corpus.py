@@ -1,0 +1,165 @@
+"""The matcher on the hand-written coding corpus (tests/data/coding_corpus/, issue 16).
+
+Reads one half of the corpus (a ticket export with gold codes and ``voice``, ``language``,
+``difficulty`` columns) through the real ticket reader and ``normalize`` coding (rules, then the
+learned layer, with the default config: what ``fleetfault normalize`` writes), and prints per
+dimension the precision of automatic codes and the coverage (among tickets with a gold code:
+an empty gold code means no code is right), then the same by difficulty and by language, the
+reliability of the scores, and the hard tickets' precision.
+
+Modes:
+
+* default: measure (``--errors`` lists every wrong or missing code, for tuning on dev only);
+* ``--fit-calibration FILE``: fit the calibration table (``pipeline/declared/calibration.yaml``) on this
+  half: every code the rules propose, at any score, right or wrong;
+* ``--learned``: the learned layer's gain on a time split: tickets in writing order (the number
+  in the ticket id), the first ``--train-share`` as history (reviewed: their gold codes where
+  the rules left them to review, the rules' codes where confident), the rest measured with
+  the rules alone and with the layer trained on that history; ``--sim N`` does the same on N
+  simulator tickets (``bench_normalize.make_tickets``) instead of the file.
+
+Run: ``python bench/bench_coding_corpus.py tests/data/coding_corpus/dev.csv [--errors]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import polars as pl
+
+DIMS = ("part", "symptom", "action")
+
+
+def load(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(tickets as the reader loads them, gold with the corpus's tags)."""
+    from pipeline.config import Config
+    from pipeline.ingest.tickets import load_tickets
+    from pipeline.normalize import stage
+
+    loaded = load_tickets(path, 1, "coding_corpus", Config())
+    if loaded.rejects:
+        raise SystemExit(f"{path}: {len(loaded.rejects)} rows rejected by the reader: {loaded.rejects[:3]}")
+    rows = stage.latest(loaded.tables["tickets_raw"])
+    gold = pl.read_csv(path, infer_schema=False).with_columns(
+        [pl.col(f"{d}_code").replace("", None) for d in DIMS])
+    return rows, gold
+
+
+def code(rows: pl.DataFrame, matcher) -> pl.DataFrame:
+    """The rules' codes, as ``fleetfault normalize`` writes them before any review (the learned
+    layer, bench/bench_learned.py, only codes once reviewed answers exist)."""
+    from pipeline.normalize import stage
+
+    return stage.code(rows.select("service_point", "ticket_id", "part_text", "symptom_text", "action_text"), matcher)
+
+
+def table(coded: pl.DataFrame, gold: pl.DataFrame, by: str | None = None) -> pl.DataFrame:
+    """Per dimension (and group): tickets, auto, precision, decidable, coverage."""
+    j = coded.join(gold, on=["service_point", "ticket_id"], suffix="_gold")
+    out = []
+    groups = [(None, j)] if by is None else sorted(j.group_by(by), key=lambda g: str(g[0]))
+    for key, g in groups:
+        for d in DIMS:
+            got, want = g[f"{d}_code"], g[f"{d}_code_gold"]
+            auto = got.is_not_null()
+            right = (got == want).fill_null(False) & auto
+            dec = want.is_not_null()
+            out.append({"group": None if key is None else str(key[0]), "dimension": d, "tickets": g.height,
+                        "auto": int(auto.sum()), "precision": right.sum() / auto.sum() if auto.sum() else None,
+                        "decidable": int(dec.sum()),
+                        "coverage": int((auto & dec).sum()) / int(dec.sum()) if dec.sum() else None})
+    return pl.DataFrame(out)
+
+
+def show(title: str, t: pl.DataFrame) -> None:
+    print(f"\n## {title}")
+    print("| group | dimension | tickets | auto-coded | precision | decidable | coverage |")
+    print("|---|---|---|---|---|---|---|")
+    for r in t.iter_rows(named=True):
+        p = "-" if r["precision"] is None else f"{r['precision']:.3f}"
+        c = "-" if r["coverage"] is None else f"{r['coverage']:.3f}"
+        print(f"| {r['group'] or 'all'} | {r['dimension']} | {r['tickets']} | {r['auto']} | {p} | {r['decidable']} | {c} |")
+
+
+def errors(coded: pl.DataFrame, gold: pl.DataFrame) -> None:
+    j = coded.join(gold, on=["service_point", "ticket_id"], suffix="_gold")
+    for r in j.sort("ticket_id").iter_rows(named=True):
+        bad = [f"{d}: {r[f'{d}_code']} ({r[f'{d}_score']}) want {r[f'{d}_code_gold']}" for d in DIMS
+               if r[f"{d}_code"] != r[f"{d}_code_gold"]]
+        if bad:
+            print(f"{r['ticket_id']} [{r['difficulty']}] {r['part_text']!r} | {r['symptom_text']!r} | {r['action_text']!r}")
+            print("      " + "; ".join(bad))
+
+
+def fit_calibration(rows: pl.DataFrame, gold: pl.DataFrame, out: Path) -> None:
+    from pipeline.normalize.calibrate import Calibration, fit
+    from pipeline.normalize.matcher import Matcher
+    from pipeline.normalize.taxonomy import load_taxonomy
+
+    raw = Matcher(load_taxonomy(), 0.0, calibration=Calibration())  # every proposal, raw scores
+    coded = code(rows, raw).join(gold, on=["service_point", "ticket_id"], suffix="_gold")
+    xs, ok = {}, {}
+    for d in DIMS:
+        sel = coded.filter(pl.col(f"{d}_code").is_not_null())
+        xs[d] = sel[f"{d}_score"].to_list()
+        ok[d] = (sel[f"{d}_code"] == sel[f"{d}_code_gold"]).fill_null(False).to_list()
+    cal = fit(xs, ok)
+    out.write_text("# Raw matcher score -> probability the code is right (pipeline/normalize/calibrate.py),\n"
+                   f"# fitted by bench/bench_coding_corpus.py --fit-calibration on {rows.height} tickets of\n"
+                   "# tests/data/coding_corpus/dev.csv: isotonic, steps of >= 5 codes, Laplace-shrunk.\n"
+                   + cal.to_yaml(), encoding="utf-8")
+    print(f"wrote {out}")
+    for d, pts in cal.points.items():
+        print(d, pts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file", type=Path)
+    ap.add_argument("--threshold", type=float, default=None, help="default: normalize.auto_threshold's default")
+    ap.add_argument("--errors", action="store_true", help="list every wrong or missing code (dev only)")
+    ap.add_argument("--fit-calibration", type=Path, default=None)
+    ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
+    args = ap.parse_args()
+
+    from pipeline.normalize.evaluate import score
+    from pipeline.normalize.matcher import Matcher
+
+    if args.sim:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_normalize import make_tickets
+
+        from pipeline.normalize.evaluate import by_the_guide
+
+        rows, truth = make_tickets(args.sim, 0)
+        gold = by_the_guide(truth).with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
+    else:
+        rows, gold = load(args.file)
+    if args.fit_calibration:
+        fit_calibration(rows, gold, args.fit_calibration)
+        return
+    matcher = Matcher.load()
+    if args.threshold is not None:
+        matcher.threshold = args.threshold
+    coded = code(rows, matcher)  # what `fleetfault normalize` writes
+    print(f"{args.file}: {rows.height} tickets, threshold {matcher.threshold} (as `fleetfault normalize` codes them)")
+    show("per dimension", table(coded, gold))
+    show("hard tickets", table(coded.join(gold.filter(pl.col("difficulty") == "hard").select("service_point", "ticket_id"),
+                                          on=["service_point", "ticket_id"]), gold))
+    show("by difficulty", table(coded, gold, "difficulty"))
+    show("by language", table(coded, gold, "language"))
+    rel = score(coded, gold).reliability
+    print("\n## reliability (auto-coded codes scoring >= s)\n| dimension | s | codes | precision | mean score |\n|---|---|---|---|---|")
+    for r in rel.filter(pl.col("codes") > 0).iter_rows(named=True):
+        print(f"| {r['dimension']} | {r['score_at_least']:.0f} | {r['codes']} | {r['precision']:.3f} | {r['mean_score']:.3f} |")
+    if args.errors:
+        print()
+        errors(coded, gold)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Scores that mean something: a matcher's raw score turned into the chance the code is right.
+
+Reads ``pipeline/declared/calibration.yaml`` (or the user's own, ``normalize.calibration``): per dimension
+a monotone table of ``[raw score, probability]`` points fitted on a labelled set. Writes
+nothing at run time; :func:`fit` builds such a table from labelled rows (isotonic regression,
+so a higher raw score never means a lower chance) and :func:`reliability` checks one: codes
+scoring at least s are right with about the probability s says.
+
+A raw score is the rule that found the code (exact alias 100, named 95, leading of several 90,
+context 92 ...) less the taxonomy's ``penalties:`` for each doubt
+(:data:`pipeline.normalize.guide.TAGS`). The calibrated score is 100 x the probability, so
+``normalize.auto_threshold`` reads as "code automatically when at least this sure".
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.errors import ConfigError
+from pipeline.normalize.taxonomy import DIMENSIONS
+
+__all__ = ["Calibration", "fit", "load_calibration", "reliability"]
+
+MIN_BIN = 5  # an isotonic step holding fewer labelled codes is merged into its neighbour
+MIN_OWN = 3  # a raw score seen this often gets its own estimate ...
+PRIOR = 20.0  # ... shrunk towards its isotonic step by this many pseudo-codes
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per dimension, raw scores (ascending) and the probability each stands for.
+
+    A raw score takes the probability of the last point at or below it (a step function, as
+    an isotonic fit is); below the first point, where the labelled set says nothing, the lower
+    of the first probability and the raw score itself. No table for a dimension: the raw score
+    is used as it is (the matcher's behaviour before calibration).
+    """
+
+    points: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    source: str = ""
+
+    def score(self, dimension: str, raw: float) -> float:
+        """The calibrated score (0-100) of a raw score."""
+        pts = self.points.get(dimension)
+        if not pts:
+            return round(max(0.0, min(100.0, raw)), 1)
+        i = bisect.bisect_right([p[0] for p in pts], raw)
+        p = pts[i - 1][1] if i else min(pts[0][1], raw / 100.0)
+        return round(100.0 * max(0.0, min(1.0, p)), 1)
+
+    def to_yaml(self) -> str:
+        body = {d: [[float(x), round(float(y), 4)] for x, y in pts] for d, pts in self.points.items()}
+        return yaml.safe_dump({"version": 1, "points": body}, sort_keys=False)
+
+
+def default_calibration_path() -> Path:
+    from pipeline.schemas import schemas_dir
+
+    return Path(schemas_dir()) / "calibration.yaml"
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """The calibration table at ``path`` (default: the bundled one; missing bundled file: none).
+
+    Raises
+    ------
+    ConfigError
+        The file is named but missing, or a table is not ``[raw, probability]`` pairs with
+        raw scores ascending and probabilities within 0-1 and never falling.
+    """
+    bundled = path is None
+    path = Path(path) if path else default_calibration_path()
+    if not path.exists():
+        if bundled:
+            return Calibration()
+        raise ConfigError([f"calibration file not found: {path} (set normalize.calibration to an existing YAML file)"],
+                          str(path))
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"not valid YAML: {exc}"], str(path)) from None
+    problems, points = [], {}
+    for d, pts in (raw.get("points") or {}).items():
+        if d not in DIMENSIONS:
+            problems.append(f"points.{d}: unknown dimension (allowed: {', '.join(DIMENSIONS)})")
+            continue
+        try:
+            pairs = tuple((float(x), float(y)) for x, y in pts)
+        except (TypeError, ValueError):
+            problems.append(f"points.{d}: expected a list of [raw score, probability] pairs")
+            continue
+        ok = all(0 <= y <= 1 for _, y in pairs) and all(a[0] < b[0] for a, b in zip(pairs, pairs[1:]))
+        if not ok:
+            problems.append(f"points.{d}: raw scores must rise and probabilities lie within 0-1")
+            continue
+        points[d] = pairs
+    if problems:
+        raise ConfigError(problems, str(path))
+    return Calibration(points, str(path))
+
+
+def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "") -> Calibration:
+    """A calibration table from labelled codes: per dimension the raw scores of codes the
+    matcher proposed and whether each was right.
+
+    First an isotonic regression (steps of at least :data:`MIN_BIN` codes, Laplace-shrunk), so
+    a higher raw score never means a lower chance across steps; then each raw score seen
+    :data:`MIN_OWN` times or more gets its own estimate, its right/wrong counts shrunk towards
+    its step's by :data:`PRIOR` pseudo-codes: a penalty the labelled set shows to matter
+    ("a replaced part other than the named one") lowers the chance, one it does not, hardly.
+
+    >>> c = fit({"part": [100.0] * 99 + [70.0] * 10}, {"part": [True] * 98 + [False] + [True] * 5 + [False] * 5})
+    >>> c.score("part", 100.0) > 95 > c.score("part", 70.0)
+    True
+    """
+    import numpy as np
+    from sklearn.isotonic import IsotonicRegression
+
+    points = {}
+    for d, xs in raw.items():
+        x = np.asarray(xs, dtype=float)
+        y = np.asarray(correct[d], dtype=float)
+        if len(x) < MIN_BIN:
+            continue
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(x, y)
+        steps: list[list[float]] = []  # [lowest raw, highest raw, right, n]
+        for v in np.unique(x):
+            sel = x == v
+            steps.append([float(v), float(v), float(y[sel].sum()), float(sel.sum())])
+        merged = _pool(steps, iso)
+        pts = []
+        for lo, _, right, n in merged:
+            # a step's chance is shrunk towards 1/2 by one pseudo-count each way (Laplace):
+            # 40 right of 40 is not proof of certainty
+            p = (right + 1.0) / (n + 2.0)
+            if pts and p < pts[-1][1]:
+                p = pts[-1][1]
+            pts.append((lo, p))
+        step = Calibration({d: tuple(pts)})
+        own = {}
+        for v, _, right, n in steps:
+            if n >= MIN_OWN:
+                prior = step.score(d, v) / 100.0
+                own[v] = (right + PRIOR * prior) / (n + PRIOR)
+        # the step points, and each well-seen raw score's own estimate; a step point is kept
+        # only where no own estimate sits
+        table = dict(pts)
+        table.update(own)
+        for lo, p in pts:  # a step still starts where it did, at its own probability
+            table.setdefault(lo, p)
+        points[d] = tuple(sorted(table.items()))
+    return Calibration(points, source)
+
+
+def _pool(steps: list[list[float]], iso) -> list[list[float]]:
+    """Pool adjacent raw-score values whose isotonic fit is equal, then small steps."""
+    out: list[list[float]] = []
+    for s in steps:
+        if out and abs(float(iso.predict([out[-1][0]])[0]) - float(iso.predict([s[0]])[0])) < 1e-9:
+            out[-1][1], out[-1][2], out[-1][3] = s[1], out[-1][2] + s[2], out[-1][3] + s[3]
+        else:
+            out.append(list(s))
+    i = 0
+    while len(out) > 1 and i < len(out):
+        if out[i][3] < MIN_BIN:
+            j = i - 1 if i > 0 else i + 1
+            a, b = sorted((i, j))
+            out[a] = [out[a][0], out[b][1], out[a][2] + out[b][2], out[a][3] + out[b][3]]
+            del out[b]
+            i = 0
+        else:
+            i += 1
+    return out
+
+
+def reliability(scores: list[float], correct: list[bool], cuts: tuple[float, ...] = (50, 80, 90, 95, 97, 98, 99)) -> list[dict]:
+    """For each cut s: how many codes score >= s, the share right, and the mean score
+    there (as a probability): calibrated when the two agree."""
+    rows = []
+    for s in cuts:
+        sel = [(sc, ok) for sc, ok in zip(scores, correct) if sc >= s]
+        n = len(sel)
+        rows.append({"score_at_least": s, "codes": n,
+                     "right": sum(ok for _, ok in sel),
+                     "precision": sum(ok for _, ok in sel) / n if n else None,
+                     "mean_score": sum(sc for sc, _ in sel) / n / 100 if n else None})
+    return rows

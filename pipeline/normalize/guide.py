@@ -1,0 +1,285 @@
+"""The coding guide's rules across fields (docs/taxonomy.md), as code over data.
+
+Reads one ticket's per-field matches (:class:`~pipeline.normalize._index.Match`) and the
+:class:`Evidence` of each canonical text (every part and action named in it, with where it
+stands and what surrounds it); writes the part, symptom and action of the ticket with the
+cues that make a careful engineer less sure (:data:`TAGS`), which
+:mod:`pipeline.normalize.calibrate` turns into a lower score.
+
+What is data lives in the taxonomy file (``guide:``, ``markers:``, ``outranks:``,
+``penalties:``); what is here is the order the rules apply in:
+
+1. something replaced: the part replaced, even when another part is named (rule 1);
+2. else a driver / firmware / VBIOS / BIOS fix: ``SOFTWARE`` (rule 2);
+3. else a no-fault verdict anywhere (no fault found, false alarm, the user's own job, a tripped
+   PDU): ``NONE`` (rule 3);
+4. else the part the strongest action was applied to (reseated, reset, cleaned), else the part
+   named (rule 4).
+
+The action is the strongest done (rule 11); an action written in the symptom field counts only
+when the text says it resolved the fault (rule 12: a reboot told as history is not the action),
+and an action announced but not done ("need to replace", "RMA pending") is no action (rule 13).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, NamedTuple
+
+from pipeline.normalize._index import NEG, S_EXACT, VAGUE, AliasIndex, Match, _marker_re, tokens_between
+from pipeline.normalize.taxonomy import Taxonomy
+
+__all__ = ["Evidence", "Reader", "TAGS"]
+
+#: Cues that lower a code's score (their points are ``penalties:`` in the taxonomy).
+TAGS = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
+_XID = re.compile(r"xid\d")
+S_ACTED = 95.0  # the part an action named right beside it was applied to
+OUTCOME_REACH = 5  # words after an action in which "still" / "恢复" tell how it went
+
+
+class Evidence(NamedTuple):
+    """What one canonical text names, in text order.
+
+    ``parts``: ``(start, end, code, ok)`` of parts named and not negated (``ok``: a word such
+    as "stable", 正常 follows) (adjacent names merged
+    to the last, the head noun: "GPU fan" is a fan); ``actions``: ``(start, end, code, done,
+    outcome)`` with ``done`` False when negated or only announced and ``outcome`` one of
+    ``failed``, ``resolved`` or ``""``; ``negated``: something was named only to be denied.
+    """
+
+    text: str
+    parts: tuple[tuple[int, int, str, bool], ...]
+    actions: tuple[tuple[int, int, str, bool, str], ...]
+    negated: bool
+
+    def acted_part(self, action: str, reach_after: int, reach_before: int, skip: frozenset[str] = frozenset()) -> tuple[str | None, bool]:
+        """The part the first done ``action`` names beside it, and whether it names two.
+
+        The nearest part after it within ``reach_after`` words ("replaced the riser card",
+        更换转接卡) or before it within ``reach_before`` ("riser replaced", 转接卡已更换), after
+        first at equal distance, no other action in between; parts in ``skip`` (a no-fault
+        verdict, software) are not parts an action is applied to. Two different parts joined
+        to one action ("swapped GPU5 and riser 3") are reported as such: a person decides.
+        """
+        for a0, a1, code, done, _ in self.actions:
+            if code != action or not done:
+                continue
+            others = [(s, e) for s, e, c, _, _ in self.actions if (s, e) != (a0, a1)]
+            near = []
+            for p in self.parts:
+                if p[2] in skip:
+                    continue
+                if p[0] >= a0:
+                    # at equal distance the part after the action, unless it is reported well
+                    # ("riser exchanged, GPU now stable": the riser)
+                    gap, side = tokens_between(self.text, a1, p[0]), 2 if p[3] else 0
+                    if gap <= reach_after and not any(a1 <= s and e <= p[0] for s, e in others):
+                        near.append((gap, side, p))
+                elif p[1] <= a0:
+                    gap, side = tokens_between(self.text, p[1], a0), 1
+                    if gap <= reach_before and not any(p[1] <= s and e <= a0 for s, e in others):
+                        near.append((gap, side, p))
+            if near:
+                near.sort(key=lambda n: (n[0], n[1]))
+                best = near[0][2][2]
+                same_side = [n[2][2] for n in near if (n[1] == 1) == (near[0][1] == 1)]
+                return best, len(set(same_side)) > 1
+        return None, False
+
+    def outcome(self, action: str) -> str:
+        """How the first done ``action`` went: ``failed``, ``resolved`` or ``""``."""
+        return next((o for _, _, c, done, o in self.actions if c == action and done), "")
+
+    def names_part(self, code: str) -> bool:
+        return any(p[2] == code for p in self.parts)
+
+
+class Reader:
+    """Reads :class:`Evidence` from canonical texts with a taxonomy's alias indexes."""
+
+    def __init__(self, taxonomy: Taxonomy, index: dict[str, AliasIndex]):
+        self.index = index
+        g = taxonomy.guide
+        self._reach = g.reach_before if g is not None else 3
+        mk = taxonomy.markers
+        self._failed = _marker_re(mk.get("failed_after", ()), "any")
+        self._resolved = _marker_re(mk.get("resolved_after", ()), "any")
+        self._ok = _marker_re(mk.get("part_ok_after", ()), "after", gap=False)
+        self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
+        self._generic = frozenset(mk.get("generic_nouns", ()))
+
+    def read(self, text: str) -> Evidence:
+        """The evidence of one canonical (glued-split) text."""
+        actions, negated = [], False
+        for a, b, code, _, status in self.index["action"].scan(text):
+            if code == VAGUE:
+                continue
+            negated = negated or status == NEG
+            actions.append((a, b, code, not status, self._outcome(text, a, b)))
+        parts: list[tuple[int, int, str, bool]] = []
+        for a, b, code, strength, status in self.index["part"].scan(text):
+            if code == VAGUE or strength < S_EXACT:
+                continue  # "card", "module" alone name no part for certain
+            acted = any(e <= a and tokens_between(text, e, a) <= self._reach for _, e, *_ in actions)
+            ok = self._ok is not None and self._ok.search(text[b:]) is not None
+            ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
+            if status == NEG or ruled_out:
+                negated = True  # "not the GPU", "GPU ok", "PSU tested good": named to be ruled out
+            elif parts and tokens_between(text, parts[-1][1], a) == 0:
+                # "GPU fan": the head noun, unless a bare generic word ("PCIe retimer card")
+                prev = parts[-1]
+                parts[-1] = (prev[0], b, prev[2] if text[a:b] in self._generic else code, ok)
+            else:
+                parts.append((a, b, code, ok))
+        negated = negated or any(h[4] == NEG for h in self.index["symptom"].scan(text))
+        return Evidence(text, tuple(parts), tuple(actions), negated)
+
+    def _outcome(self, text: str, start: int, end: int) -> str:
+        """``failed`` / ``resolved`` when such a word follows within a few words (or ends the
+        alias itself: 重启后恢复), else ``""``."""
+        found = []
+        for how, rx in (("failed", self._failed), ("resolved", self._resolved)):
+            m = rx.search(text, start) if rx is not None else None
+            if m is not None and tokens_between(text, end, m.start()) <= OUTCOME_REACH:
+                found.append((m.start(), how))
+        return min(found)[1] if found else ""
+
+
+S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+
+
+def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Callable[[str], Evidence],
+           keys: tuple[str, str, str]) -> tuple[dict[str, Match], dict[str, set[str]]]:
+    """Part, symptom and action of one ticket by the guide, with the doubt tags of each.
+
+    ``get(dimension, key)`` is a canonical text's own match in a dimension, ``ev(key)`` its
+    evidence; ``keys`` the (part, symptom, action) canonical texts; ``thr`` the raw score a
+    match needs to count as confident.
+    """
+    part_key, symptom_key, action_key = keys
+    g, skip = tax.guide, tax.no_context
+    texts = [ev(k) for k in keys]
+    # a no-fault verdict is the finding, written where the part or the resolution is; in the
+    # symptom field "user code fault" is what was reported (APP_FAULT)
+    verdict = g is not None and g.no_fault is not None and any(e.names_part(g.no_fault) for e in (texts[0], texts[2]))
+    tags: dict[str, set[str]] = {"part": set(), "symptom": set(), "action": set()}
+    if any(e.negated for e in texts):
+        for t in tags.values():
+            t.add("negation")
+
+    # action: its own field, else a resolving action told in another field (rule 12)
+    action, src = get("action", action_key), action_key
+    if not _sure(action, thr):
+        for key in (symptom_key, part_key):
+            h = get("action", key)
+            if not _sure(h, thr) or h.code in skip["action"]:
+                continue
+            if action.code is not None and action.code != h.code:
+                break  # the field says something else, if weakly: a person decides
+            e = ev(key)
+            if not any(c == h.code and d for _, _, c, d, _ in e.actions):
+                continue  # announced or tried as a test, not done
+            outcome = e.outcome(h.code)
+            if outcome == "resolved" or (g is not None and h.code in g.replaced and outcome != "failed"):
+                action, src = _context(action, h), key
+                tags["action"].add("context")
+                break
+    if action.how == "priority":
+        tags["action"].add("several")
+    if g is not None and g.no_fault_action and not _sure(action, thr) and texts[2].names_part(g.no_fault):
+        # the resolution is only a verdict ("user code issue", 检查未发现异常): nothing was done
+        action, src = Match(g.no_fault_action, S_ACTED, "no_fault"), action_key
+    act = action.code if _sure(action, thr) else None
+    if act and ev(src).outcome(act) == "failed":
+        tags["action"].add("failed_action")
+    if g is not None and g.no_fault and not verdict and (act is None or act in skip["action"]):
+        # nothing done to the server: "PDU breaker tripped", 係客戶程式寫錯 in the symptom is the finding
+        verdict = texts[1].names_part(g.no_fault)
+
+    own_symptom = get("symptom", symptom_key)
+    if own_symptom.how == "vague":
+        tags["symptom"].add("vague")  # "broken", "pls check", 有问题: the reporter said little
+    symptom = _fill(own_symptom, [get("symptom", action_key), get("symptom", part_key)],
+                    thr, skip["symptom"], tags["symptom"])
+    if symptom.how == "first":
+        tags["symptom"].add("several")
+
+    hints = [get("part", symptom_key), get("part", action_key)]
+    implied = tax.implies_part.get(symptom.code or "") if _sure(symptom, thr) else None
+    if implied:
+        hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
+    own_part = get("part", part_key)
+    named = own_part.code if _sure(own_part, thr) else None
+    if own_part.how in ("ambiguous", "head"):
+        tags["part"].add("two_parts")  # "GPU / riser": two parts, or a compound no alias lists
+    part = _fill(own_part, hints, thr, skip["part"], tags["part"])
+    xid_gpu = g is not None and g.xid_part == part.code and _XID.search(symptom_key) is not None
+    if part.how == "context" and implied and implied != part.code:
+        tags["part"].add("parts_conflict")  # "内存 uncorrectable ECC": named host memory, a GPU-memory symptom
+    elif part.how == "context" and not implied and not xid_gpu and own_part.code != part.code:
+        # a part only mentioned in another field, which neither the symptom implies nor the part
+        # field suggests ("GPU 當機", rebooted): the fault may be the node's; an Xid is the GPU's
+        # own report
+        tags["part"].add("unsupported")
+    if g is not None and act:
+        skip_parts = frozenset(c for c in (g.no_fault, g.software) if c)
+        acted, two = ev(src).acted_part(act, g.reach_after, g.reach_before, skip_parts)
+        if acted is None and src != symptom_key:
+            # "更换" alone, the symptom field telling what: "巡检：预防性更换GPU3"
+            acted, two = ev(symptom_key).acted_part(act, g.reach_after, g.reach_before, skip_parts)
+        other_fix = {c for _, _, c, d, _ in ev(src).actions if d and c != act and c not in skip["action"]}
+        done = {c for e in texts for _, _, c, d, _ in e.actions if d}
+        if act in g.replaced and acted:
+            part = _acted(acted, named, tags)
+        elif g.software and act in g.software_actions and not (done & g.replaced):
+            tags["part"] -= {"context", "unsupported", "two_parts"}
+            part = Match(g.software, S_ACTED, "software")
+        elif verdict and act not in g.fixes:
+            tags["part"] -= {"context", "unsupported", "two_parts"}
+            part = Match(g.no_fault, S_ACTED, "no_fault")
+        elif acted and act not in g.replaced:
+            part = _acted(acted, named, tags)
+        if part.how == "acted" and (two or (act not in g.replaced and other_fix & g.software_actions)):
+            tags["part"].add("two_parts")  # "swapped GPU5 and riser 3", "BIOS updated and DIMMs reseated"
+    elif verdict:
+        tags["part"] -= {"context", "unsupported", "two_parts"}
+        part = Match(g.no_fault, S_ACTED, "no_fault")
+    if g is not None and g.no_fault and part.code != g.no_fault and any(e.names_part(g.no_fault) for e in texts):
+        tags["part"].add("negation")  # "未发现异常" beside a replacement: the ticket disagrees with itself
+    if symptom.how == "vague" and _sure(part, thr):
+        # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
+        implied = tax.implies_symptom.get(part.code)
+        if implied:
+            symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
+    return {"part": part, "symptom": symptom, "action": action}, tags
+
+
+def _fill(own: Match, hints: list[Match], thr: float, skip: frozenset[str], tags: set[str]) -> Match:
+    """Own result when confident, else the first confident hint from other fields
+    (codes in ``skip`` are never taken from another field)."""
+    if _sure(own, thr):
+        return own
+    for h in hints:
+        if _sure(h, thr) and h.code not in skip:
+            if own.code is not None and own.code != h.code:
+                return own  # the field says something else, if weakly: a person decides
+            tags.add("context")
+            return _context(own, h)
+    return own if own.how != "empty" else Match(None, 0.0, "empty")
+
+
+def _context(own: Match, h: Match) -> Match:
+    score = max(min(h.score, S_CONTEXT), S_AGREE) if own.code == h.code else min(h.score, S_CONTEXT)
+    return Match(h.code, score, "context")
+
+
+def _acted(acted: str, named: str | None, tags: dict[str, set[str]]) -> Match:
+    tags["part"] -= {"context", "unsupported", "two_parts"}  # the action says which part
+    if named and named != acted:
+        tags["part"].add("parts_conflict")
+    return Match(acted, S_ACTED, "acted")
+
+
+def _sure(m: Match, thr: float) -> bool:
+    return m.code is not None and m.score >= thr

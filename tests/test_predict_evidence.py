@@ -1,0 +1,276 @@
+"""The evidence score on hand-made fleets: what outranks what, distinct risks, the words.
+
+Each fleet is written straight into the warehouse tables (a few GPUs, 40 days of flat
+telemetry, one kind of evidence planted per GPU), then features are built and the list
+ranked as ``fleetfault predict`` would.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.config import Config
+from pipeline.errors import SchemaError
+from pipeline.predict import evidence
+from pipeline.predict.evidence_weights import load_weights
+from pipeline.predict.features import build_features
+from pipeline.predict.rank import rank_gpus
+from pipeline.warehouse import Warehouse
+
+START = date(2025, 3, 1)
+DAYS = 40
+LAST = START + timedelta(days=DAYS - 1)
+
+#: GPU name -> (what is planted, words its first top factor must contain).
+PLANTED = {
+    "app_only": ("Xid 13 x6 today, 31 x3, 43, 45", "application Xids only"),
+    "x79_old": ("one Xid 79, 25 days ago", "Xid 79"),
+    "x79_twice": ("Xid 79 twice, 3 days ago", "Xid 79"),
+    "x48": ("one Xid 48, 20 days ago", "Xid 48"),
+    "x94": ("one Xid 94, 20 days ago", "Xid 94"),
+    "x95": ("one Xid 95, 20 days ago", "Xid 95"),
+    "ecc_u": ("one uncorrectable ECC error, 20 days ago", "uncorrectable ECC"),
+    "remap_fail": ("row remapping failed, 10 days ago", "row remapping failed"),
+    "narrow": ("PCIe link at x8 one day, 20 days ago", "PCIe link narrowed"),
+    "narrow_long": ("PCIe link at x8 for the last 6 days", "PCIe link narrowed"),
+    "nvlink": ("Xid 74 x3 in the last week", "Xid 74"),
+    "gsp": ("Xid 119 today", "Xid 119"),
+    "pending": ("row remap pending today", "row remap pending"),
+    "retired": ("12 retired pages, 4 of them this month", "retired"),
+    "ecc_c": ("corrected ECC 400/day this week", "corrected ECC"),
+    "hot": ("9 C hotter than its host, model and month this week", "running hot"),
+    "reseated": ("reseated twice", "reseated 2 times"),
+    "lost": ("no telemetry today while its host mates report", "no telemetry today"),
+    "ticket": ("one earlier ticket", "1 earlier ticket"),
+    "x79_ticket": ("Xid 79 yesterday and one earlier ticket", "Xid 79"),
+    "healthy": ("nothing", "no evidence"),
+    "healthy2": ("nothing", "no evidence"),
+}
+
+
+def _day(n: int) -> date:
+    return START + timedelta(days=n)
+
+
+def _ts(n: int, hour: int = 10) -> datetime:
+    return datetime.combine(_day(n), datetime.min.time()) + timedelta(hours=hour)
+
+
+def _fleet(wh: Warehouse) -> None:
+    names = list(PLANTED)
+    inv, tele, xids, tickets = [], [], [], []
+    for i, name in enumerate(names):
+        host, slot = f"h{i // 8}", i % 8
+        inv.append({"serial": name, "model": "H100 80GB HBM3", "vendor": "OEM", "host": host, "slot": slot,
+                    "site": "s", "batch": "b", "installed_at": datetime(2024, 1, 1), "removed_at": None})
+        for d in range(DAYS):
+            row = {"gpu_key": name, "serial": name, "host": host, "pci_bus_id": f"0000:{16 + slot:02x}:00.0",
+                   "gpu_index": slot, "name": "H100 80GB HBM3", "day": _day(d), "samples": 1440, "coverage": 1.0,
+                   "temp_mean": 60.0, "temp_max": 65.0, "ecc_corrected_delta": 0.0, "ecc_uncorrected_delta": 0.0,
+                   "retired_pages_max": 0.0, "remapped_rows_pending_max": 0.0, "remapped_rows_failed_max": 0.0,
+                   "pcie_width_min": 16.0, "pcie_width_max_reported": 16.0}
+            if name == "ecc_u" and d == DAYS - 21:
+                row["ecc_uncorrected_delta"] = 1.0
+            if name == "remap_fail" and d >= DAYS - 11:
+                row["remapped_rows_failed_max"] = 1.0
+            if name == "narrow" and d == DAYS - 21:
+                row["pcie_width_min"] = 8.0
+            if name == "narrow_long" and d >= DAYS - 6:
+                row["pcie_width_min"] = 8.0
+            if name == "pending" and d == DAYS - 1:
+                row["remapped_rows_pending_max"] = 1.0
+            if name == "retired":
+                row["retired_pages_max"] = 8.0 if d < DAYS - 20 else 12.0
+            if name == "ecc_c" and d >= DAYS - 7:
+                row["ecc_corrected_delta"] = 400.0
+            if name == "hot" and d >= DAYS - 7:
+                row["temp_mean"] = 69.0
+            if name == "lost" and d == DAYS - 1:
+                continue  # silent today
+            tele.append(row)
+    plant = {"app_only": [(DAYS - 1, 13)] * 6 + [(DAYS - 2, 31)] * 3 + [(DAYS - 3, 43), (DAYS - 3, 45)],
+             "x79_old": [(DAYS - 26, 79)], "x79_twice": [(DAYS - 4, 79), (DAYS - 4, 79)],
+             "x48": [(DAYS - 21, 48)], "x94": [(DAYS - 21, 94)], "x95": [(DAYS - 21, 95)],
+             "nvlink": [(DAYS - 2, 74), (DAYS - 3, 74), (DAYS - 5, 74)], "gsp": [(DAYS - 1, 119)],
+             "x79_ticket": [(DAYS - 2, 79)]}
+    for name, events in plant.items():
+        host = f"h{names.index(name) // 8}"
+        for n, (d, code) in enumerate(events):
+            sev = "app" if code in (13, 31, 43, 45) else "critical"
+            xids.append({"serial": name, "host": host, "ts": _ts(d, 1 + n), "xid": code, "severity": sev})
+    for name, n_reseat, n_other in (("reseated", 2, 0), ("ticket", 0, 1), ("x79_ticket", 0, 1)):
+        host, slot = f"h{names.index(name) // 8}", names.index(name) % 8
+        for k in range(n_reseat + n_other):
+            tickets.append({"serial": name, "host": host, "slot": slot, "opened_at": _ts(5 + k),
+                            "part_code": "GPU", "action_code": "RESEAT" if k < n_reseat else "MONITOR"})
+    wh.insert("inventory", pl.DataFrame(inv).with_columns(file_id=pl.lit(0, pl.Int64),
+                                                          removed_at=pl.lit(None, pl.Datetime("us"))))
+    wh.insert("gpu_days", pl.DataFrame(tele))
+    wh.insert("xid_events", pl.DataFrame(xids).with_row_index("line_no").with_columns(
+        event_id=pl.format("e{}", pl.col("line_no")), kind=pl.lit("Xid"), source_file=pl.lit("hand"),
+        line_no=pl.col("line_no").cast(pl.Int64) + 1))
+    wh.insert("tickets", pl.DataFrame(tickets).with_row_index("n").with_columns(
+        ticket_id=pl.format("TK{}", pl.col("n")), service_point=pl.lit("hand"), review=pl.lit(False)).drop("n"))
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evidence")
+    with Warehouse(root / "wh.duckdb") as wh:
+        _fleet(wh)
+        build_features(wh, Config())
+        table, version, notes = rank_gpus(wh, Config(), root / "models", LAST)
+        feats = wh.df("SELECT * FROM features WHERE day = ?", [LAST])
+    return table.set_index("serial"), version, notes, feats
+
+
+def test_application_xids_never_outrank_hardware_evidence(ranked):
+    table, version, notes, _ = ranked
+    assert version == "evidence-prior" and any("published prior" in n for n in notes)
+    app = table.loc["app_only"]
+    for name in ("x79_old", "x79_twice", "x48", "x94", "x95", "ecc_u", "remap_fail", "narrow", "narrow_long"):
+        assert table.loc[name, "rank"] < app["rank"], name
+        assert table.loc[name, "risk"] > app["risk"], name
+    # application faults alone are no evidence of a GPU fault: the same risk and rank as none
+    assert app["risk"] == table.loc["healthy", "risk"] and app["rank"] == table.loc["healthy", "rank"]
+
+
+def test_different_evidence_never_shares_a_risk_and_equal_evidence_shares_a_rank(ranked):
+    table, *_ = ranked
+    with_evidence = table.drop(index=["app_only", "healthy", "healthy2"])
+    assert with_evidence["risk"].is_unique
+    assert table.loc["healthy", "rank"] == table.loc["healthy2", "rank"] == table["rank"].max()
+    assert table.loc["x79_twice", "risk"] > table.loc["x79_old", "risk"]  # repeated and recent beats one old
+    assert table.loc["x79_ticket", "risk"] > table.loc["ticket", "risk"]
+    assert table.loc["narrow_long", "risk"] > table.loc["narrow", "risk"]
+    assert (table["risk"] > 0).all() and (table["risk"] < 1).all()
+    assert sorted(table["rank"]) == list(table.sort_values("rank")["rank"])
+
+
+def test_top_factors_name_each_gpus_strongest_evidence_first(ranked):
+    table, *_ = ranked
+    top = table.sort_values("rank").head(20)
+    for name, row in top.iterrows():
+        first = row["top_factors"].split("; ")[0]
+        assert PLANTED[name][1] in first, (name, row["top_factors"])
+
+
+def test_the_score_never_falls_when_evidence_is_added(ranked):
+    *_, feats = ranked
+    base = feats.set_index("serial").loc[["healthy"]].reset_index()
+    s0 = evidence.score(base)[0]
+    for col in [c for c in evidence.INPUTS if c != "model" and c not in ("samples_vs_own_1d",)]:
+        more = base.copy()
+        more[col] = (more[col].fillna(0) + 5) if pd.api.types.is_numeric_dtype(more[col]) else more[col]
+        assert evidence.score(more)[0] >= s0, col
+    app = base.copy()
+    app[["xc_app_1d", "xc_app_7d", "xc_app_30d"]] = 50
+    assert evidence.score(app)[0] == s0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)), min_size=2, max_size=12))
+def test_order_gives_equal_evidence_one_rank_and_different_evidence_distinct_risks(rows):
+    terms = pd.DataFrame(0.0, index=range(len(rows)), columns=list(evidence.TERM_ORDER))
+    for i, (a, b, c) in enumerate(rows):
+        terms.loc[i, ["xid_fatal", "xid_memory", "heat"]] = [a * 1.0, b * 1.0, c * 1.0]
+    risk = np.round(terms.sum(axis=1).to_numpy() / 10, 1)  # coarse: many ties of the sum
+    idx, rank, out = evidence.order(risk, terms)
+    key = [tuple(terms.iloc[i]) for i in idx]
+    for i in range(1, len(idx)):
+        assert out[i] <= out[i - 1]
+        if key[i] == key[i - 1]:
+            assert rank[i] == rank[i - 1] and out[i] == out[i - 1]
+        else:
+            assert rank[i] == i + 1 and out[i] < out[i - 1]
+
+
+def test_prior_and_fleet_calibration():
+    f = pd.DataFrame({"serial": [f"s{i}" for i in range(4000)], "model": "A100-SXM4-80GB",
+                      "xc_fatal_1d": 0.0, "xc_fatal_7d": 0.0, "xc_fatal_30d": 0.0})
+    f.loc[:199, ["xc_fatal_1d", "xc_fatal_7d", "xc_fatal_30d"]] = 1.0
+    y = np.zeros(len(f))
+    y[:40] = 1  # a fifth of the GPUs with a fresh fatal Xid fail, 10 of the rest
+    y[1000:1010] = 1
+    prior = evidence.EvidenceScore(min_failures=100).fit(f, y)
+    p0 = prior.predict_proba(f.iloc[[500]])[0, 1]
+    assert prior.source_ == "prior" and p0 == pytest.approx(1 - np.exp(-0.061 / 365 * 7), rel=1e-6)
+    fleet = evidence.EvidenceScore(min_failures=5).fit(f, y)
+    p = fleet.predict_proba(f)[:, 1]
+    assert fleet.source_ == "fleet" and fleet.coef_[1] > 0
+    assert p[:200].mean() == pytest.approx(0.2, abs=0.05) and p[200:].mean() == pytest.approx(10 / 3800, rel=0.5)
+
+
+def test_bad_weights_are_reported_together(tmp_path):
+    bad = tmp_path / "w.yaml"
+    text = open(load_weights().path, encoding="utf-8").read()
+    bad.write_text(text.replace("weight: 0.0", "weight: 0.5").replace("reseats:", "reseatz:"), encoding="utf-8")
+    with pytest.raises(SchemaError) as err:
+        load_weights(str(bad))
+    assert "app.weight must be 0" in str(err.value) and "reseatz" in str(err.value)
+
+
+def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path):
+    from pipeline.predict.labels import failure_events_sql
+
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        _fleet(wh)
+        assert "inventory_observed" not in failure_events_sql(wh, Config())  # guarded: the table is optional
+        wh.sql("CREATE TABLE inventory_observed (serial VARCHAR, host VARCHAR, pci_bus_id VARCHAR, "
+               "first_seen TIMESTAMP, last_seen TIMESTAMP)")
+        bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
+        wh.sql("INSERT INTO inventory_observed VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?), "
+               "('healthy', 'h2', '0000:14:00.0', ?, ?)",
+               ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1), _ts(0), _ts(DAYS - 1)])
+        build_features(wh, Config())
+        rows = wh.df("SELECT day, label FROM features WHERE serial = 'x79_old' ORDER BY day")
+        other = wh.scalar("SELECT count(*) FROM features WHERE serial = 'healthy' AND label")
+    days = pd.to_datetime(rows["day"]).dt.date
+    assert days.max() == _day(28)  # in service until the day before its last sample's day
+    assert rows["label"].astype(bool).tolist() == [(_day(29) - d).days <= 7 for d in days]
+    assert other == 0
+
+
+def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_path):
+    from pipeline.predict.toy import write_toy_fleet
+    from pipeline.predict.track import track_record
+    from pipeline.report.predict_track import section
+
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        write_toy_fleet(wh, gpus=32, days=70, seed=4, start=START, daily_hazard=0.01)
+        build_features(wh, Config())
+        replayed = track_record(wh, Config())
+        positives = wh.df("SELECT DISTINCT serial, strftime(day, '%Y-%m') AS month FROM features WHERE label")
+        # a published list for one day: its flags replace the replay's on that day
+        day = wh.scalar("SELECT min(day) FROM features WHERE label")
+        serial = wh.scalar("SELECT min(serial) FROM features WHERE label AND day = ?", [day])
+        wh.insert("predictions", pl.DataFrame({"rank": [1], "serial": [serial], "risk": [0.5], "horizon_days": [7],
+                                               "as_of": [day], "model_version": ["evidence"]}))
+        mixed = track_record(wh, Config())
+        html = section(wh)
+        stored = wh.scalar("SELECT count(*) FROM predict_track")
+    assert stored == len(mixed) == len(replayed) >= 2
+    assert (replayed["caught"] + replayed["missed"] == replayed["failures"]).all()
+    assert replayed["failures"].sum() >= positives["serial"].nunique() > 0  # a horizon may span two months
+    assert (replayed["false_alarms"] >= 0).all() and set(replayed["source"]) == {"replayed"}
+    assert "mixed" in set(mixed["source"]) and mixed["caught"].sum() >= 1
+    assert "How the list has done" in html and "evidence score ranks" in html
+
+
+def test_failing_gpu_markers_counted_by_the_ingest_raise_the_gpu(tmp_path):
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        _fleet(wh)
+        # the telemetry ingest counts [GPU is lost]-style samples per GPU-day
+        wh.sql("UPDATE gpu_days SET gpu_error_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)])
+        build_features(wh, Config())
+        table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
+    table = table.set_index("serial")
+    assert table.loc["healthy2", "risk"] > table.loc["healthy", "risk"]
+    assert table.loc["healthy2", "top_factors"].startswith("'GPU is lost' / 'requires reset' ×3")
