@@ -122,14 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stale-inventory", type=float, default=0.0)
     ap.add_argument("--column-map", action="store_true", help="name the field points' columns in the config")
     ap.add_argument("--skip-sim", action="store_true", help="reuse WORK/data")
-    ap.add_argument("--stats-only", action="store_true", help="reuse WORK/data and the warehouse; rerun stats only")
+    ap.add_argument("--from-stage", choices=STAGES, help="reuse WORK/data and the warehouse; rerun from this stage on")
+    ap.add_argument("--stats-only", action="store_true", help="the same as --from-stage stats")
     args = ap.parse_args(argv)
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     data, wh, log = work / "data", work / "wh.duckdb", work / "bench.log"
     py = [sys.executable, "-m", "pipeline"]
     times = {}
-    if not (args.skip_sim or args.stats_only):
+    if args.stats_only:
+        args.from_stage = "stats"
+    if not (args.skip_sim or args.from_stage):
         rc, times["simulate_s"] = sh(py + ["simulate", "--gpus", str(args.gpus), "--days", str(args.days), "--seed",
                                            str(args.seed), "--accel", str(args.accel), "--interval", str(args.interval),
                                            "--ticket-layouts", args.ticket_layouts, "--stale-inventory",
@@ -137,11 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         if rc:
             print(f"simulate failed ({rc}); see {log}", file=sys.stderr)
             return 2
-    if not args.stats_only:
+    if not args.from_stage:
         wh.unlink(missing_ok=True)
     cfg = write_config(data, args.column_map)
     cmd = py + ["run", "--data", str(data), "--warehouse", str(wh), "--out", str(work / "out"), "--config", str(cfg)]
-    for s in ("stats",) if args.stats_only else STAGES:
+    for s in STAGES[STAGES.index(args.from_stage):] if args.from_stage else STAGES:
         cmd += ["--stage", s]
     rc, times["run_s"] = sh(cmd, log)
     if rc not in (0, 1):

@@ -273,3 +273,15 @@ def test_a_slot_met_in_prose_never_outweighs_a_written_serial():
     got = _linked([{"service_point": "p", "ticket_id": "x", "host": "gpu-018", "opened_at": at,
                     "part_text": "OAM module1", "symptom_text": "PCIe link degraded"}])
     assert got == [(None, None)]
+
+
+def test_a_gpu_in_the_swap_list_is_the_part_where_the_text_left_it_open():
+    from pipeline.normalize.stage import swapped_gpu
+
+    tickets = pl.DataFrame({"part_code": [None, None, "PSU"], "part_score": [40.0, 40.0, 95.0],
+                            "symptom_code": ["HANG", "HANG", "POWER_FAULT"], "action_code": ["REPLACE", None, "REPLACE"],
+                            "review": [True, True, False]})
+    rows = pl.DataFrame({"swap_part_text": ["H100 SXM5 module", "GPU riser", "GPU Module"]})
+    got = swapped_gpu(tickets, rows)
+    assert got["part_code"].to_list() == ["GPU", None, "PSU"]  # a riser is not the GPU; a confident code stays
+    assert got["review"].to_list() == [False, True, False]

@@ -107,6 +107,25 @@ def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def swapped_gpu(tickets: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """Coding guide rule 1, what was replaced is the part: where the text left the part
+    open and the ticket's part-swap list names a GPU (``swap_part_text``, read by
+    :func:`pipeline.ingest.ticket_swaps.is_gpu_part`), the part is GPU. ``rows`` are the
+    latest raw rows ``tickets`` was made from, in the same order."""
+    if "swap_part_text" not in rows.columns or not tickets.height:
+        return tickets
+    from pipeline.ingest.ticket_swaps import is_gpu_part
+
+    gpu = pl.Series([bool(k) and is_gpu_part(k) for k in rows["swap_part_text"].to_list()], dtype=pl.Boolean)
+    take = pl.col("part_code").is_null() & gpu
+    still_open = pl.any_horizontal([pl.col(f"{d}_code").is_null() for d in ("symptom", "action")])
+    return tickets.with_columns(
+        pl.when(take).then(pl.lit("GPU")).otherwise(pl.col("part_code")).alias("part_code"),
+        pl.when(take).then(pl.lit(100.0)).otherwise(pl.col("part_score")).alias("part_score"),
+        pl.when(take).then(still_open).otherwise(pl.col("review")).alias("review"),
+    )
+
+
 def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
     """Rebuild ``tickets`` from ``tickets_raw`` and the review answers; returns (tickets, to review).
 
@@ -117,7 +136,7 @@ def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
     filled = None
     if tickets.height:
         answers = learned_answers(wh)
-        tickets = code(tickets, load_matcher(cfg, answers))
+        tickets = swapped_gpu(code(tickets, load_matcher(cfg, answers)), rows)
         if cfg.normalize.learned:
             tickets, filled = _learned_layer(wh, cfg, tickets, answers, notes)
     else:
