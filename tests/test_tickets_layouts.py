@@ -214,3 +214,18 @@ def test_no_column_fills_two_text_roles(case):
     assert len(text_cols) == len(set(text_cols))
     for c in lay.chosen.values():
         assert 0 <= c.score <= 100
+
+
+def test_fault_ticket_words_of_ops_platforms_and_helpdesks_are_read():
+    """故障单号 / 上报时间 / 节点IP / 更换备件 (a 运维平台 fault export) and Card / Fix Applied
+    (a helpdesk export): each header names its role, nothing is left unused."""
+    lay = recognise(["故障单号", "上报时间", "节点IP", "卡位", "更换备件", "故障描述", "维修结果"],
+                    [["SH002303", "2025-03-04 05:19", "10.20.0.42", "第3卡", "加速卡0", "卡死4小时", "更换GPU"],
+                     ["SH002304", "2025-03-05 11:02", "10.20.0.43", "第5卡", "", "掉卡", "重启"]])
+    assert lay.ok
+    assert {r: lay.columns[r] for r in ("ticket_id", "opened_at", "host", "slot", "part_text")} == \
+        {"ticket_id": 0, "opened_at": 1, "host": 2, "slot": 3, "part_text": 4}
+    lay = recognise(["Incident", "Reported On", "Host", "Card", "Issue Summary", "Fix Applied"],
+                    [["INC-1", "03/02/2025 01:05", "sjc-gpu009", "card #7", "XID 120", "GPU reset"],
+                     ["INC-2", "03/03/2025 00:17", "sjc-gpu014", "card #2", "temp alarm", "replaced part"]])
+    assert lay.ok and lay.columns["slot"] == 3 and lay.columns["action_text"] == 5
