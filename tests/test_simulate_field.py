@@ -12,6 +12,9 @@ import pytest
 from pipeline.simulate.field_layouts import COLUMN_MAP
 from pipeline.simulate.writer import simulate
 
+# One fleet, its end-to-end run, then the checks that read that run's warehouse: one worker.
+pytestmark = pytest.mark.xdist_group("simulate_field")
+
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
@@ -80,3 +83,8 @@ def test_stale_inventory_rows_are_listed_and_exported(fleet, tmp_path):
     listed = {r["serial"] for r in csv.DictReader((tmp_path / "s.csv").open(encoding="utf-8"))}
     # Every row listed is a removal the registry missed (those silent long enough to tell).
     assert listed and listed <= stale
+    # ... and the report's data-quality section shows them to the asset team.
+    assert main(["report", "--warehouse", str(wh), "-o", str(tmp_path / "r.html")]) in (0, 1)
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Inventory rows the telemetry contradicts" in page
+    assert all(s in page for s in listed)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.config import Config
+from pipeline.link.observed import stale_inventory
 from pipeline.output import write_xlsx
 from pipeline.report import changes, charts, findings_html, origin, reliability, tables
 from pipeline.report import html as h
@@ -332,6 +333,15 @@ class _Builder:
         if un.height:
             self.sheets["unlinked_tickets"] = un
             out.append("<h3>Unlinked tickets (most recent)</h3>" + h.table(un, limit=20))
+        stale = stale_inventory(self.wh) if self.wh.table_exists("inventory_stale") else None
+        if stale is not None and stale.height:
+            # The exposure already ends where the telemetry last saw these GPUs; the registry
+            # itself is for the asset team to correct.
+            self.sheets["inventory_stale"] = stale
+            out.append(f"<h3>Inventory rows the telemetry contradicts</h3><p>{_count(stale.height, 'inventory row')} "
+                       f"say installed for a serial the telemetry has not reported for more than "
+                       f"{self.cfg.link.stale_after_days} days; exposure ends at its last report. "
+                       "Correct them in the asset registry.</p>" + h.table(stale, limit=20))
         return "".join(out)
 
     def methodology(self) -> str:
