@@ -12,7 +12,7 @@ import pytest
 from pipeline.simulate.field_layouts import COLUMN_MAP
 from pipeline.simulate.writer import simulate
 
-# One fleet, its end-to-end run, then the checks that read that run's warehouse: one worker.
+# One fleet and its run, shared by the module's tests: one worker.
 pytestmark = pytest.mark.xdist_group("simulate_field")
 
 
@@ -43,7 +43,9 @@ def test_field_layouts_and_a_stale_inventory_are_written(fleet):
     assert any(s[0] == "处理中" and s[-1] == "已完成" for s in states.values())
 
 
-def test_field_tickets_link_to_the_right_gpu_end_to_end(fleet):
+@pytest.fixture(scope="module")
+def linked(fleet):
+    """The fleet through the stages up to stats, once: its warehouse."""
     from pipeline.config import load_config
     from pipeline.run import run_pipeline
 
@@ -57,7 +59,13 @@ def test_field_tickets_link_to_the_right_gpu_end_to_end(fleet):
     _, code = run_pipeline(cfg, data, out / "wh.duckdb", out / "out",
                            stages=["inventory", "smi", "tickets", "normalize", "link", "stats"])
     assert code in (0, 1)
-    con = duckdb.connect(str(out / "wh.duckdb"), read_only=True)
+    return out / "wh.duckdb"
+
+
+def test_field_tickets_link_to_the_right_gpu_end_to_end(fleet, linked):
+    out, _ = fleet
+    data = out / "data"
+    con = duckdb.connect(str(linked), read_only=True)
     right, wrong, n = con.execute(f"""
         SELECT count(*) FILTER (WHERE w.serial = t.serial), count(*) FILTER (WHERE w.serial <> t.serial), count(*)
         FROM read_csv('{data}/truth/tickets.csv', all_varchar=true) t
@@ -70,13 +78,11 @@ def test_field_tickets_link_to_the_right_gpu_end_to_end(fleet):
     assert con.execute("SELECT count(*) FROM inventory_observed").fetchone()[0] > 0
 
 
-def test_stale_inventory_rows_are_listed_and_exported(fleet, tmp_path):
+def test_stale_inventory_rows_are_listed_and_exported(fleet, linked, tmp_path):
     from pipeline.cli import main
 
     out, _ = fleet
-    wh = out / "wh.duckdb"
-    if not wh.exists():
-        pytest.skip("needs the end-to-end test's warehouse")
+    wh = linked
     data = out / "data"
     stale = {r["serial"] for r in csv.DictReader((data / "truth" / "stale_removals.csv").open())}
     assert main(["export", "inventory_stale", "--warehouse", str(wh), "-o", str(tmp_path / "s.csv")]) == 0
