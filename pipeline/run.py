@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import preflight
 from pipeline.config import Config
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.warehouse import FileResult, Loaded, Warehouse
@@ -41,10 +42,11 @@ class StageFailed(FleetfaultError):
 
     def __init__(self, stage: str, cause: BaseException):
         self.stage, self.cause = stage, cause
-        self.exit_code = getattr(cause, "exit_code", 2)
+        # A fleetfault error keeps its code; anything else is a bug: 3, "internal error".
+        self.exit_code = cause.exit_code if isinstance(cause, FleetfaultError) else 3
         first = (str(cause).strip().splitlines() or [""])[0]
         super().__init__(f"stage {stage} failed ({type(cause).__name__}: {first}); the stages before it were "
-                         f"saved, the later ones did not run; `fleetfault run -v` shows the details")
+                         f"saved, the later ones did not run")
 
 
 #: Errors that already say in one line what the user must change: passed through as they are.
@@ -150,8 +152,12 @@ def run_pipeline(
     for s in stages or []:
         if s not in names:
             raise UsageError(f"unknown stage {s!r}; stages are: {', '.join(names)}")
-    if not Path(data_dir).is_dir():
-        raise UsageError(f"--data {data_dir}: no such folder (expected inventory.csv, telemetry/, kernel/, tickets/)")
+    if not stages or "inventory" in stages:  # the night, or its first stage as dvc.yaml runs it
+        preflight.check_inputs(Path(data_dir))
+    elif not Path(data_dir).is_dir():
+        raise UsageError(f"--data {data_dir}: no such folder (expected {', '.join(preflight.LAYOUT)})")
+    preflight.check_warehouse(warehouse)
+    preflight.check_writable(Path(out_dir), "--out")
     with Warehouse(warehouse) as wh:
         wh.start_run("run" if not stages else "run --stage " + ",".join(stages))
         ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress)

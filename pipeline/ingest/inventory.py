@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import UsageError
+from pipeline.ingest import sniff
 from pipeline.timeutil import local_to_utc, parse_datetime
 from pipeline.warehouse import Loaded, Rejected
 
@@ -144,7 +145,16 @@ def _dayfirst(records: list[list[str]], cols: list[int]) -> bool:
 
 
 def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
-    """Parse ``inventory.csv`` into rows of the ``inventory`` table."""
+    """Parse ``inventory.csv`` into rows of the ``inventory`` table.
+
+    Raises
+    ------
+    UsageError
+        When the file as a whole is no inventory (empty, binary, another encoding, no
+        header, no serial or host column): the night cannot place any GPU without it.
+    """
+    if (problem := sniff.file_problem(path, legacy=True, gzip=False)) is not None:
+        raise UsageError(f"{path}: the inventory cannot be read ({problem.reason}): {problem.detail}")
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
     first = text.split("\n", 1)[0]
     skip = 0
@@ -157,17 +167,27 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         header = next(reader)
     except StopIteration:
         return Loaded()
-    records, start = [], reader.line_num + 1
-    for rec in reader:  # a record's first line in the file (quoted fields may span lines)
-        if any(x.strip() for x in rec):
-            records.append((start + skip, rec))
+    except csv.Error as exc:
+        raise UsageError(f"{path}: the inventory's header cannot be read as CSV: {exc}") from None
+    records, broken, start = [], [], reader.line_num + 1
+    while True:  # ``start``: a record's first line in the file (quoted fields may span lines)
+        try:
+            rec = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field past the csv module's size limit
+            line = text.split("\n")[start - 1] if start <= text.count("\n") + 1 else ""
+            broken.append(Rejected(start + skip, "bad_csv", line[:4000], str(exc)))
+        else:
+            if any(x.strip() for x in rec):
+                records.append((start + skip, rec))
         start = reader.line_num + 1
     pos = column_positions(header)
     missing = [c for c in REQUIRED if c not in pos]
     if missing:
         raise UsageError(f"{path}: inventory lacks the columns {missing}; it has {header}; expected {COLUMNS}")
     dayfirst = _dayfirst([r for _, r in records], [pos[c] for c in ("installed_at", "removed_at") if c in pos])
-    rows, rejects, seen = [], [], {}
+    rows, rejects, seen = [], list(broken), {}
     for line_no, rec in records:
         raw = delim.join(rec)
         get = lambda c: rec[pos[c]].strip() if c in pos and pos[c] < len(rec) else ""  # noqa: E731
@@ -202,7 +222,7 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         })
     close_moved(rows)
     df = pl.DataFrame(rows, schema=_SCHEMA)
-    return Loaded(tables={"inventory": df}, rows_read=len(records), rows_loaded=len(rows), rejects=rejects)
+    return Loaded(tables={"inventory": df}, rows_read=len(records) + len(broken), rows_loaded=len(rows), rejects=rejects)
 
 
 def close_moved(rows: list[dict]) -> int:

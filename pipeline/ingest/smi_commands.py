@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt, console, group, out_console, parse_inputs, setup
+from pipeline.cli_app import ConfigOpt, console, group, out_console, parse_inputs, setup
 from pipeline.errors import UsageError
 
 

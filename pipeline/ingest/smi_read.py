@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.ingest import sniff
 from pipeline.ingest.smi_fields import Field, header_fields
 from pipeline.ingest.xid_formats import canonical_pci_text
 from pipeline.warehouse import Rejected
@@ -155,7 +156,7 @@ def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, b
             try:
                 data = f.read(size)
             except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated gzip
-                log.warning("%s: read stopped early: %s", path, exc)
+                log.info("%s: read stopped early: %s", path, exc)  # quarantined as bad_gzip
                 errors.append(str(exc))
                 data = b""
             if not data:
@@ -177,6 +178,11 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     ``fields`` is the field list in force before the first header (None: unknown, so
     data lines before a header go to the quarantine as ``no_header``).
     """
+    if (problem := sniff.file_problem(path)) is not None:  # nothing worth splitting: one row says why
+        out.rows_read += 1
+        out.rejects.append(problem.rejected())
+        out.last_fields = fields
+        return
     current = fields
     offset = 0
     errors: list[str] = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from pipeline.ingest import sniff
 from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def read_csv(path: Path, encoding: str = "") -> FileRead:
         tried = encoding or "BOM, utf-16, " + ", ".join(ENCODINGS)
         detail = f"not decodable as {tried}: {exc}; set tickets.points.<point>.encoding if you know it"
         raw = data[:400].decode("latin-1")
-        return FileRead(rejects=[Rejected(None, "undecodable", raw, detail)])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", raw, detail)])
     lines = text.splitlines()
     sheet = Sheet(path.name)
     start = 1
@@ -186,7 +187,7 @@ def read_xlsx(path: Path) -> FileRead:
         # From bytes, not the name: openpyxl refuses a workbook whose name ends in .csv.
         book = openpyxl.load_workbook(io.BytesIO(path.read_bytes()), read_only=True, data_only=False)
     except Exception as exc:  # openpyxl raises many kinds for a damaged file
-        return FileRead(rejects=[Rejected(None, "unreadable_xlsx", str(path), f"{type(exc).__name__}: {exc}")])
+        return FileRead(rejects=[Rejected(None, "bad_xlsx", str(path), f"not a readable workbook: {type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xlsx")
     try:
         states = {s.title: getattr(s, "sheet_state", "visible") for s in book.worksheets}
@@ -212,7 +213,7 @@ def read_xls(path: Path) -> FileRead:
     try:
         book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True)
     except Exception as exc:  # xlrd raises XLRDError, CompDocError, struct.error ... for a damaged file
-        return FileRead(rejects=[Rejected(None, "unreadable_xls", str(path), f"{type(exc).__name__}: {exc}")])
+        return FileRead(rejects=[Rejected(None, "bad_xls", str(path), f"not a readable workbook: {type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xls")
     try:
         for index in range(book.nsheets):
@@ -257,20 +258,25 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
     try:
         text, enc = decode(data, encoding)
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileRead(rejects=[Rejected(None, "undecodable", data[:400].decode("latin-1"), str(exc))])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", data[:400].decode("latin-1"), str(exc))])
     records: list[tuple[int, object, str]] = []
     rejects: list[Rejected] = []
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError) as whole:
         doc = None
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 records.append((n, json.loads(line), line))
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 rejects.append(Rejected(n, "bad_json", line, str(exc)))
+        if not any(isinstance(r, dict) for _, r, _ in records):
+            # Not JSON Lines either: one broken document (cut short, not JSON at all), one row.
+            where = f" at line {whole.lineno} column {whole.colno}" if isinstance(whole, json.JSONDecodeError) else ""
+            detail = f"not a JSON document or JSON Lines: {getattr(whole, 'msg', whole)}{where}"
+            return FileRead(rejects=[Rejected(None, "bad_json", text[:400], detail)], encoding=enc)
     if doc is not None:
         doc = _record_list(doc)
         records = [(i, r, json.dumps(r, ensure_ascii=False)) for i, r in enumerate(doc, start=1)]
@@ -378,7 +384,7 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
     try:
         text, enc = decode(data, encoding or (meta.group(1).decode("ascii") if meta else ""))
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileRead(rejects=[Rejected(None, "undecodable", data[:400].decode("latin-1"), str(exc))])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", data[:400].decode("latin-1"), str(exc))])
     parser = _TableParser()
     parser.feed(text)
     parser.close()
@@ -403,6 +409,11 @@ def read_export(path: Path, encoding: str = "") -> FileRead:
         return read_xlsx(path)
     if head.startswith(_OLE2):
         return read_xls(path)
+    if (problem := sniff.file_problem(path, utf16=True, legacy=True, gzip=False)) is not None:
+        if problem.reason == "binary_file" and suffix in (".xlsx", ".xlsm", ".xls"):
+            problem = sniff.Problem("bad_xlsx" if suffix != ".xls" else "bad_xls",
+                                    f"not an Excel workbook (no workbook signature); {problem.detail}")
+        return FileRead(rejects=[problem.rejected(head[:400].decode("latin-1"))])
     if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
         return read_html(path, encoding)
     if suffix in (".json", ".jsonl", ".ndjson"):

@@ -115,7 +115,7 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
                 continue
             rec.update(service_point=point, source_file=source, sheet=sheet.name, file_id=file_id, line_no=line_no)
             rows.append(rec)
-    if not recognised and got.sheets:
+    if not recognised and any(s.rows for s in got.sheets):  # an export with no rows at all is just empty
         first = next((s for s in got.sheets if s.rows or s.header), got.sheets[0])
         headers = first.header if first.header is not None else (first.rows[0][1] if first.rows else [])
         raise layout_error(source, point, headers)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.ingest import sniff
 from pipeline.ingest import xid_scan as scan
 from pipeline.ingest.hosts import host_key
 from pipeline.ingest.xid_parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
@@ -71,11 +72,17 @@ def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_tim
                source_file: str | None = None, boot_check: bool = False) -> FileParse:
     """Parse one kernel log file (plain or gzip); the host defaults to its folder's name."""
     path = Path(path)
+    if (problem := sniff.file_problem(path)) is not None:  # nothing worth scanning: one row says why
+        return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [problem.rejected()], 0)
     ref, is_latest = reference_time(path)
-    return parse_bytes(
+    fp = parse_bytes(
         scan.read_scanned(path), source_file=source_file or str(path), host=host or path.parent.name,
         tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
     )
+    # A gzip cut short gives the events before the cut; the lost rest is quarantined, not hidden.
+    if (damage := sniff.gzip_damage(path)) is not None:
+        fp.rejects.append(Rejected(None, "bad_gzip", "", damage))
+    return fp
 
 
 def parse_xid_files(

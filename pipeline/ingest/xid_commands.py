@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt
+from pipeline.cli_app import ConfigOpt
 
 
 def parse_xid(
@@ -24,7 +24,7 @@ def parse_xid(
     is written once. Unrelated lines are skipped; lines that look like an Xid event but
     cannot be read are listed on stderr and the command exits 1; the rest is written.
     """
-    from pipeline.cli import console, out_console, parse_inputs, setup
+    from pipeline.cli_app import console, out_console, parse_inputs, setup
     from pipeline.errors import UsageError
     from pipeline.ingest.xid import parse_xid_files
     from pipeline.output import write_table
@@ -48,6 +48,6 @@ def parse_xid(
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import group
+    from pipeline.cli_app import group
 
     group("parse", "Parse raw logs to clean tables, without a warehouse.").command("xid")(parse_xid)
