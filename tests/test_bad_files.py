@@ -180,3 +180,12 @@ def test_a_bad_inventory_row_is_quarantined_with_its_line(tmp_path):
     got = read_inventory(path, 1)
     assert [(r.line_no, r.reason) for r in got.rejects] == [(3, "bad_csv")]
     assert got.rows_loaded == 2 and got.rows_read == got.rows_loaded + len(got.rejects)
+
+
+def test_an_inventory_with_mac_line_ends_is_read(tmp_path):
+    from pipeline.ingest.inventory import read_inventory
+
+    path = tmp_path / "inventory.csv"
+    path.write_bytes((INVENTORY + "S2,H100,OEM-A,h1,1,sha,B1,2024-01-01,\n").replace("\n", "\r").encode())
+    got = read_inventory(path, 1)
+    assert got.rows_loaded == 2 and got.rejects == []

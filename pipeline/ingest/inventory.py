@@ -162,7 +162,8 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         delim, text, skip = first.strip()[4], text.split("\n", 1)[1] if "\n" in text else "", 1
     else:
         delim = sniff_delimiter(first)
-    reader = csv.reader(io.StringIO(text), delimiter=delim)
+    # newline="": the csv module ends records at CR, CRLF or LF (Excel for Mac writes CR only).
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delim)
     try:
         header = next(reader)
     except StopIteration:
@@ -176,8 +177,8 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         except StopIteration:
             break
         except csv.Error as exc:  # a field past the csv module's size limit
-            line = text.split("\n")[start - 1] if start <= text.count("\n") + 1 else ""
-            broken.append(Rejected(start + skip, "bad_csv", line[:4000], str(exc)))
+            lines = re.split(r"\r\n|\r|\n", text)
+            broken.append(Rejected(start + skip, "bad_csv", lines[start - 1][:4000] if start <= len(lines) else "", str(exc)))
         else:
             if any(x.strip() for x in rec):
                 records.append((start + skip, rec))
