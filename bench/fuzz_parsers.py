@@ -186,7 +186,11 @@ def _reencode(data: bytes, rng: random.Random) -> bytes:
 
 def _workbook(data: bytes, rng: random.Random, kind: str) -> bytes:
     """The (mangled) text's rows as an XLSX or XLS workbook: cells as text, numbers, dates."""
-    rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace").replace("\x00", ""), newline="")))[:200]
+    text = data.decode("utf-8", errors="replace").replace("\x00", "")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))[:200]
+    except csv.Error:  # a field past the csv module's limit: split plainly
+        rows = [line.split(",") for line in text.splitlines()[:200]]
     buf = io.BytesIO()
     if kind == "xlsx":
         import openpyxl

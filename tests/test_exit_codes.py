@@ -65,17 +65,32 @@ def test_unwritable_out_or_warehouse_folder_is_exit_2(tmp_path, capsys):
     assert "is a folder" in _one_line(capsys)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_read_only_out_folder_is_exit_2(tmp_path, capsys):
-    data = _data(tmp_path)
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder no file can be made in: mode 555, or, for root (who ignores modes), immutable."""
     ro = tmp_path / "ro"
     ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        assert main(["run", "--data", str(data), "--out", str(ro), "--warehouse", str(tmp_path / "w.duckdb"), "-q"]) == 2
-        assert "not writable" in _one_line(capsys)
-    finally:
+    if os.geteuid() != 0:
+        ro.chmod(0o555)
+        yield ro
         ro.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("running as root without chattr +i: no folder is read-only to root")
+    try:
+        yield ro
+    finally:
+        subprocess.run(["chattr", "-i", str(ro)], check=True)
+
+
+def test_read_only_out_or_warehouse_folder_is_exit_2(tmp_path, capsys, read_only_folder):
+    data = _data(tmp_path)
+    assert main(["run", "--data", str(data), "--out", str(read_only_folder), "--warehouse", str(tmp_path / "w.duckdb"),
+                 "-q"]) == 2
+    assert f"--out: the folder {read_only_folder} is not writable" in _one_line(capsys)
+    assert main(["run", "--data", str(data), "--out", str(tmp_path / "out"), "--warehouse",
+                 str(read_only_folder / "w.duckdb"), "-q"]) == 2
+    assert f"the folder {read_only_folder} is not writable" in _one_line(capsys)
 
 
 def test_usage_errors_are_one_line_not_a_box(capsys):

@@ -211,7 +211,8 @@ def read_xls(path: Path) -> FileRead:
     import xlrd
 
     try:
-        book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True)
+        # xlrd prints its warnings to stdout unless given a log: keep the run's output clean.
+        book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True, logfile=_XlrdLog(path))
     except Exception as exc:  # xlrd raises XLRDError, CompDocError, struct.error ... for a damaged file
         return FileRead(rejects=[Rejected(None, "bad_xls", str(path), f"not a readable workbook: {type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xls")
@@ -229,6 +230,19 @@ def read_xls(path: Path) -> FileRead:
     finally:
         book.release_resources()
     return out
+
+
+class _XlrdLog(io.StringIO):
+    """xlrd's log (``WARNING *** file size ...``), sent to the logging module."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            log.info("%s: xlrd: %s", self.path, text.strip())
+        return len(text)
 
 
 def _xls_value(cell, datemode: int) -> object:
