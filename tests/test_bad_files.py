@@ -189,3 +189,16 @@ def test_an_inventory_with_mac_line_ends_is_read(tmp_path):
     path.write_bytes((INVENTORY + "S2,H100,OEM-A,h1,1,sha,B1,2024-01-01,\n").replace("\n", "\r").encode())
     got = read_inventory(path, 1)
     assert got.rows_loaded == 2 and got.rejects == []
+
+
+def test_inventory_slots_that_are_no_slot_are_quarantined(tmp_path):
+    """Found by the fuzz campaign: 1e309 raised OverflowError, 10**21 broke the table's column."""
+    from pipeline.ingest.inventory import read_inventory
+
+    path = tmp_path / "inventory.csv"
+    rows = "".join(f"S{i},H100,OEM-A,h1,{slot},sha,B1,2024-01-01,\n" for i, slot in
+                   enumerate(["1e309", "1000000000000000000000", "3.5", "-1", "nan", "GPU7"], start=2))
+    path.write_text(INVENTORY + rows)
+    got = read_inventory(path, 1)
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(n, "bad_slot") for n in range(3, 8)]
+    assert got.tables["inventory"]["slot"].to_list() == [0, 7]

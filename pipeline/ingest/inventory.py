@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -52,6 +53,8 @@ _SCHEMA = {
     "site": pl.Utf8, "batch": pl.Utf8, "installed_at": pl.Datetime("us"), "removed_at": pl.Datetime("us"),
     "file_id": pl.Int64, "line_no": pl.Int64,
 }
+#: Slots above this are typos or numbers that are not slots (a server holds at most a few dozen GPUs).
+_MAX_SLOT = 1024
 _SLOT = re.compile(r"^\D{0,8}?(\d{1,3})$")
 _EXCEL_ROUNDED = re.compile(r"^\d(\.\d+)?E\+?\d+$", re.IGNORECASE)
 _DAY_FIRST = re.compile(r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{4}")
@@ -126,12 +129,16 @@ def parse_slot(text: str) -> int | None:
     if not s:
         return None
     try:
-        return int(float(s))
+        value = float(s)
     except ValueError:
         m = _SLOT.match(s)
         if not m:
             raise ValueError(f"slot {s!r} is not a number") from None
         return int(m[1])
+    # 1e309, 3.5 or 10**21 is no slot (and would not fit the table's INTEGER column).
+    if not (math.isfinite(value) and value.is_integer() and 0 <= value < _MAX_SLOT):
+        raise ValueError(f"slot {s!r} is not a GPU slot number (0 to {_MAX_SLOT - 1})")
+    return int(value)
 
 
 def _dayfirst(records: list[list[str]], cols: list[int]) -> bool:
