@@ -92,7 +92,8 @@ def run(
                           f"Outputs in {out_dir}/, warehouse {wh}.")
     if code:
         hint = f"fleetfault export quarantine --warehouse {shlex.quote(str(wh))} -o quarantine.csv"
-        console.print(f"fleetfault: {sum(r.rows_quarantined for r in reports)} rows quarantined "
+        n = sum(r.rows_quarantined for r in reports)
+        console.print(f"fleetfault: {n} row{'s' if n != 1 else ''} quarantined "
                       f"(see `{hint}`)", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(0 if accept_rejects else code)
 

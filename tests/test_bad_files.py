@@ -202,3 +202,13 @@ def test_inventory_slots_that_are_no_slot_are_quarantined(tmp_path):
     got = read_inventory(path, 1)
     assert [(r.line_no, r.reason) for r in got.rejects] == [(n, "bad_slot") for n in range(3, 8)]
     assert got.tables["inventory"]["slot"].to_list() == [0, 7]
+
+
+def test_an_inventory_date_past_the_calendar_end_is_quarantined(tmp_path):
+    """Found by the fuzz campaign: 9999-12-31 23:30 in New York is past datetime's end in UTC."""
+    from pipeline.ingest.inventory import read_inventory
+
+    path = tmp_path / "inventory.csv"
+    path.write_text("serial,host,installed_at\nS1,h1,9999-12-31 23:30\nS2,h1,2024-01-01\n")
+    got = read_inventory(path, 1, "America/New_York")
+    assert [(r.line_no, r.reason) for r in got.rejects] == [(2, "bad_timestamp")] and got.rows_loaded == 1

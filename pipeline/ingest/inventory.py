@@ -90,8 +90,15 @@ def sniff_delimiter(first_line: str) -> str:
 def parse_when(text: str, tz: str, dayfirst: bool) -> datetime | None:
     """A registry date or datetime as naive UTC; zone-less ones are read in ``tz``.
 
-    Raises ValueError when unreadable.
+    Raises ValueError when unreadable or out of range.
     """
+    try:
+        return _parse_when(text, tz, dayfirst)
+    except OverflowError:  # 9999-12-31 23:00 in a zone east of UTC: past datetime's end
+        raise ValueError(f"date/time {text.strip()!r} is out of range") from None
+
+
+def _parse_when(text: str, tz: str, dayfirst: bool) -> datetime | None:
     s = text.strip()
     if not s:
         return None

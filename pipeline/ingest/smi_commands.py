@@ -39,7 +39,8 @@ def register(app: typer.Typer) -> None:
         out_console.print(f"wrote {df.height} samples ({df.width} columns) to {out}")
         if rejects:
             for r in rejects[:20]:
-                console.print(f"rejected line {r.line_no}: {r.reason}: {r.detail}", markup=False, highlight=False)
+                where = f"line {r.line_no}" if r.line_no is not None else "file"  # a file judged whole
+                console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False)
             more = f" (first 20 shown)" if len(rejects) > 20 else ""
             console.print(f"fleetfault: {len(rejects)} lines could not be read{more}", markup=False)
             raise typer.Exit(1)
