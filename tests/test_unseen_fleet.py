@@ -273,10 +273,12 @@ def test_a_broken_stage_stops_the_run_with_one_line(tmp_path, monkeypatch, capsy
                                                   ("smi", "tests.test_unseen_fleet:_broken_stage"),
                                                   ("report", "pipeline.report.stage:run")])
     data = fleet.build(tmp_path, minimal_query=False)
-    assert _run(tmp_path, data, None) == 2
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the crash log goes
+    assert _run(tmp_path, data, None) == 3  # a bug, not the user's doing: "internal error"
     err = capsys.readouterr().err.strip()
-    assert "stage smi failed (TypeError: csv_source()" in err and "Traceback" not in err
+    assert "internal error: stage smi failed (TypeError: csv_source()" in err and "Traceback" not in err
     assert len(err.splitlines()) <= 3  # one line, wrapped by the console at most
+    assert "Traceback" in Path(err.split("details in ")[1].split()[0]).read_text()
     with _con(tmp_path) as con:
         assert con.sql("SELECT status FROM runs")[0][0] == "failed"
         assert con.sql("SELECT count(*) FROM inventory")[0][0] == 17  # the stage before it was kept
