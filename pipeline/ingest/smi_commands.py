@@ -42,5 +42,6 @@ def register(app: typer.Typer) -> None:
                 where = f"line {r.line_no}" if r.line_no is not None else "file"  # a file judged whole
                 console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False)
             more = f" (first 20 shown)" if len(rejects) > 20 else ""
-            console.print(f"fleetfault: {len(rejects)} lines could not be read{more}", markup=False)
+            n = len(rejects)
+            console.print(f"fleetfault: {n} line{'s' if n != 1 else ''} could not be read{more}", markup=False)
             raise typer.Exit(1)
