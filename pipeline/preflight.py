@@ -19,14 +19,14 @@ from pipeline.errors import UsageError
 LAYOUT = ("inventory.csv", "telemetry/", "kernel/", "tickets/")
 
 
-def check_inputs(data_dir: Path) -> None:
-    """Raise :class:`UsageError` unless ``data_dir`` holds an inventory or some file under
-    ``telemetry/``, ``kernel/`` or ``tickets/``."""
+def check_inputs(data_dir: Path, *, files: bool = True) -> None:
+    """Raise :class:`UsageError` unless ``data_dir`` is a folder and (``files``) holds an
+    inventory or some file under ``telemetry/``, ``kernel/`` or ``tickets/``."""
     data_dir = Path(data_dir)
     expected = ", ".join(LAYOUT)
     if not data_dir.is_dir():
         raise UsageError(f"--data {data_dir}: no such folder (expected {expected})")
-    if (data_dir / "inventory.csv").is_file():
+    if not files or (data_dir / "inventory.csv").is_file():
         return
     for sub in ("telemetry", "kernel", "tickets"):
         folder = data_dir / sub

@@ -152,10 +152,8 @@ def run_pipeline(
     for s in stages or []:
         if s not in names:
             raise UsageError(f"unknown stage {s!r}; stages are: {', '.join(names)}")
-    if not stages or "inventory" in stages:  # the night, or its first stage as dvc.yaml runs it
-        preflight.check_inputs(Path(data_dir))
-    elif not Path(data_dir).is_dir():
-        raise UsageError(f"--data {data_dir}: no such folder (expected {', '.join(preflight.LAYOUT)})")
+    # Input files are required by the night, or its first stage as dvc.yaml runs it.
+    preflight.check_inputs(Path(data_dir), files=not stages or "inventory" in stages)
     preflight.check_warehouse(warehouse)
     preflight.check_writable(Path(out_dir), "--out")
     with Warehouse(warehouse) as wh:

@@ -66,7 +66,7 @@ def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[
         if sniff.judge(head, text, gz_error) is not None:
             return None, None  # a broken file is loaded alone, to be quarantined whole
         cut = text.find(b"\n")
-        if cut >= 0 or len(text) < sniff.HEAD_BYTES:
+        if cut >= 0 or max(len(head), len(text)) < sniff.HEAD_BYTES:  # a first line, or the whole file
             raw = text[:cut + 1] if cut >= 0 else text
         else:
             with open_binary(path) as f:
