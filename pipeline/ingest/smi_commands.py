@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         if rejects:
             for r in rejects[:20]:
                 where = f"line {r.line_no}" if r.line_no is not None else "file"  # a file judged whole
-                console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False)
+                console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False, soft_wrap=True)
             more = f" (first 20 shown)" if len(rejects) > 20 else ""
             n = len(rejects)
             console.print(f"fleetfault: {n} line{'s' if n != 1 else ''} could not be read{more}", markup=False)

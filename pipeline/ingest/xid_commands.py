@@ -40,7 +40,9 @@ def parse_xid(
             raise UsageError(f"parse xid: --boot-time {boot_time!r} is not a date/time; use ISO 8601 like 2024-03-05T08:00:00+08:00") from None
     df, rejects = parse_xid_files(files, host=host, tz=zone, boot_time=boot)
     for r in rejects:
-        console.print(f"fleetfault: {r.detail.split(':')[0]}:{r.line_no}: {r.reason}: {r.raw[:200]}", markup=False, highlight=False, soft_wrap=True)
+        where = f"{r.line_no}: {r.reason}: {r.raw[:200]}" if r.line_no is not None else \
+            f"-: {r.reason}: {r.detail.split(': ', 1)[-1]}"  # a file rejected whole: why, not a line
+        console.print(f"fleetfault: {r.detail.split(':')[0]}:{where}", markup=False, highlight=False, soft_wrap=True)
     write_table(df, out)
     out_console.print(f"wrote {df.height} Xid/SXid events to {out}" + (f"; {len(rejects)} unreadable event lines" if rejects else ""))
     if rejects:
