@@ -212,3 +212,18 @@ def test_an_inventory_date_past_the_calendar_end_is_quarantined(tmp_path):
     path.write_text("serial,host,installed_at\nS1,h1,9999-12-31 23:30\nS2,h1,2024-01-01\n")
     got = read_inventory(path, 1, "America/New_York")
     assert [(r.line_no, r.reason) for r in got.rejects] == [(2, "bad_timestamp")] and got.rows_loaded == 1
+
+
+def test_a_telemetry_gzip_cut_short_keeps_the_lines_before_the_cut(tmp_path):
+    from pipeline.ingest.smi import load_file
+
+    text = "\n".join([SMI_HEADER] + [SMI_LINE.format(m=i % 60).replace("644.56", f"{600 + i % 97}.{i:05d}")
+                                     for i in range(20000)]) + "\n"
+    whole = gzip.compress(text.encode())
+    path = tmp_path / "h1" / "smi.csv.gz"
+    path.parent.mkdir()
+    path.write_bytes(whole[: len(whole) * 2 // 3])
+    loaded, _ = load_file(path, 1, host="h1", tz="UTC", fields=None)
+    assert [r.reason for r in loaded.rejects][-1] == "bad_gzip"
+    assert 10000 < loaded.rows_loaded < 20000  # the lines before the cut, not none of them
+    assert loaded.rows_read == loaded.rows_loaded + len(loaded.rejects)

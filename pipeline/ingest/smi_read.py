@@ -145,24 +145,43 @@ class ExactRead:
 BLANK_CHARS = " \t\r\x0b\x0c"
 
 
+#: Decompressed bytes read per call: gzip raises at a cut without returning what came before
+#: it in that call, so a small piece bounds what a cut costs.
+_PIECE = 256 << 10
+
+
+def _read_upto(f, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes, and the error that stopped the read early (a gzip cut short)."""
+    parts, got = [], 0
+    while got < size:
+        try:
+            piece = f.read(min(_PIECE, size - got))
+        except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated or corrupt gzip
+            return b"".join(parts), exc
+        if not piece:
+            break
+        parts.append(piece)
+        got += len(piece)
+    return b"".join(parts), None
+
+
 def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, bool]]:
     """Blocks of whole lines (the last may lack its newline) and whether it is the last.
 
-    A damaged gzip stream ends the file where it breaks; the reason goes to ``errors``.
+    A damaged gzip stream ends the file where it breaks (the lines before the break are
+    kept); the reason goes to ``errors``.
     """
     with open_binary(path) as f:
         carry = b""
-        while True:
-            try:
-                data = f.read(size)
-            except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated gzip
+        broken = False
+        while not broken:
+            data, exc = _read_upto(f, size)
+            if exc is not None:
                 log.info("%s: read stopped early: %s", path, exc)  # quarantined as bad_gzip
                 errors.append(str(exc))
-                data = b""
+                broken = True
             if not data:
-                if carry:
-                    yield carry, True
-                return
+                break
             buf = carry + data
             cut = buf.rfind(b"\n")
             if cut < 0:
@@ -170,6 +189,8 @@ def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, b
                 continue
             carry = buf[cut + 1:]
             yield buf[: cut + 1], False
+        if carry:
+            yield carry, True
 
 
 def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block: int = BLOCK_BYTES) -> Iterator[Segment]:
