@@ -1,41 +1,33 @@
-"""The ``fleetfault`` command line (typer + rich).
+"""The ``fleetfault`` command line (typer + rich): the nightly ``run``, ``export`` and the
+exit-code contract a scheduler relies on.
 
 Each stage package adds its own commands through ``register(app)`` in a ``commands``
-module listed in ``_COMMAND_MODULES``; this file holds the shared options, the nightly
-``run``, ``export`` and the exit-code policy: 0 ok, 1 input rejected (rows quarantined),
-2 usage or configuration error, always with one clear line on stderr.
+module listed in ``_COMMAND_MODULES``; what those modules share (the app, options,
+consoles, ``setup``) lives in :mod:`pipeline.cli_app`. Exit codes: 0 all loaded; 1 some
+input quarantined (every output still written); 2 usage, configuration or environment
+error; 3 internal error. Whatever goes wrong, stderr gets one line, never a traceback: the
+details of an internal error go to a log file whose path that line gives.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
+import shlex
 import sys
+import tempfile
+import traceback
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from pipeline.config import Config, load_config
-from pipeline.errors import FleetfaultError, UsageError
-
-app = typer.Typer(
-    name="fleetfault",
-    help=(
-        "Turn a GPU fleet's fault records (nvidia-smi logs, Xid kernel messages, service "
-        "tickets) into failure rates, survival curves and a ranked list of GPUs likely to fail."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from pipeline.cli_app import (  # noqa: F401  (re-exported: older code imports them from here)
+    ConfigOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
+    warehouse_path,
 )
-console = Console(stderr=True)
-out_console = Console()
-
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config file (TOML). Default: ./fleetfault.toml if present, else built-in defaults.")]
-WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config (fleetfault.duckdb).")]
+from pipeline.errors import FleetfaultError, UsageError
 
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
 _COMMAND_MODULES: list[str] = [
@@ -50,56 +42,6 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.simulate.commands",
     "pipeline.normalize.evaluate_commands",
 ]
-
-_GROUPS: dict[str, typer.Typer] = {}
-
-
-def group(name: str, help: str) -> typer.Typer:
-    """A command group (``fleetfault parse ...``, ``fleetfault review ...``), created once
-    and shared by the modules that add commands to it."""
-    if name not in _GROUPS:
-        _GROUPS[name] = typer.Typer(help=help, no_args_is_help=True)
-        app.add_typer(_GROUPS[name], name=name)
-    return _GROUPS[name]
-
-
-def setup(config: Path | None, verbose: bool = False) -> Config:
-    """Load the config once and set up logging; every command starts here."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return load_config(config)
-
-
-def parse_inputs(command: str, cfg: Config, tz: str | None, files: list[Path]) -> str:
-    """Checks shared by the ``parse`` commands: the zone (``--tz`` or ``time.default_tz``)
-    must exist and every FILE must be a file. Returns the zone."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    zone = tz or cfg.time.default_tz
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise UsageError(f"{command}: --tz {zone!r} is not a time zone; use an IANA name like 'Asia/Shanghai' or 'UTC'") from None
-    missing = [str(f) for f in files if not Path(f).is_file()]
-    if missing:
-        raise UsageError(f"{command}: no such file: {', '.join(missing)}")
-    return zone
-
-
-def warehouse_path(cfg: Config, warehouse: Path | None) -> Path:
-    return Path(warehouse) if warehouse else Path(cfg.paths.warehouse)
-
-
-def existing_warehouse(cfg: Config, warehouse: Path | None) -> Path:
-    """The warehouse path, which must exist for commands that only read it."""
-    path = warehouse_path(cfg, warehouse)
-    if not path.exists():
-        raise UsageError(f"no warehouse at {path}: run `fleetfault run` first, or pass --warehouse FILE")
-    return path
-
 
 @app.command()
 def run(
@@ -143,13 +85,17 @@ def run(
         for n in r.notes:
             out_console.print(f"[dim]{r.stage}:[/dim] {n}")
     new_rows = sum(r.rows_loaded for r in reports)
-    if new_rows == 0:
+    changed = sum(r.files - r.unchanged for r in reports)
+    if changed == 0:
         out_console.print("No new rows: every input file was already loaded unchanged.")
     else:
-        out_console.print(f"Loaded {new_rows} new rows. Outputs in {out_dir}/, warehouse {wh}.")
+        out_console.print(f"Loaded {new_rows} new rows from {changed} new or changed files. "
+                          f"Outputs in {out_dir}/, warehouse {wh}.")
     if code:
-        console.print(f"fleetfault: {sum(r.rows_quarantined for r in reports)} rows quarantined "
-                      f"(see `fleetfault export quarantine -o q.csv`)")
+        hint = f"fleetfault export quarantine --warehouse {shlex.quote(str(wh))} -o quarantine.csv"
+        n = sum(r.rows_quarantined for r in reports)
+        console.print(f"fleetfault: {n} row{'s' if n != 1 else ''} quarantined "
+                      f"(see `{hint}`)", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(0 if accept_rejects else code)
 
 
@@ -204,18 +150,65 @@ _register_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: run the app, turning fleetfault errors into one line and an exit code.
+    """Console entry point: run the app, turning every error into one line and an exit code.
 
     With ``argv`` given (tests, notebooks) the exit code is returned instead of exiting.
     """
     try:
-        app(args=argv, prog_name="fleetfault")
-        code = 0
-    except SystemExit as exc:  # typer/click exit with their own codes (2 for usage errors)
+        code = app(args=argv, prog_name="fleetfault", standalone_mode=False)
+        code = code if isinstance(code, int) else 0
+    except SystemExit as exc:  # a command that exits on its own
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except (typer.Abort, KeyboardInterrupt):
+        _say("fleetfault: interrupted")
+        code = 130
     except FleetfaultError as exc:
-        console.print(f"fleetfault: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         code = exc.exit_code
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        if code == 3 or len(lines) > 1:  # the rest (SQL, a cause's traceback) goes to a log
+            lines[0] += f"; details in {_crash_log(exc)}"
+        _say(f"fleetfault: {'internal ' if code == 3 else ''}error: {lines[0]}")
+    except Exception as exc:
+        code = _click_error(exc)
+        if code is None:  # a bug: one line for the scheduler, the traceback in a file
+            first = (str(exc).strip().splitlines() or [""])[0]
+            _say(f"fleetfault: internal error: {type(exc).__name__}: {first}; details in {_crash_log(exc)}")
+            code = 3
     if argv is None:
         sys.exit(code)
     return code
+
+
+def _click_error(exc: Exception) -> int | None:
+    """Click's (or typer's vendored click's) usage errors as one line, not a boxed block;
+    None for any other exception. Recognised by shape: typer ships its own copy of click."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # ``fleetfault``, ``fleetfault parse``: the help
+        ctx = getattr(exc, "ctx", None)
+        text = ctx.get_help() if ctx is not None else ""  # typer's rich help prints itself
+        if text:
+            out_console.print(text, markup=False, highlight=False)
+        return 0
+    if not (callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int)):
+        return None
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    _say(f"fleetfault: error: {exc.format_message().rstrip('.')}{where}")
+    return 2
+
+
+def _say(line: str) -> None:
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _crash_log(exc: BaseException) -> Path:
+    """Write the traceback (causes included) and the command line to a new log file."""
+    stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+    fd, name = tempfile.mkstemp(prefix=f"fleetfault-{stamp}-", suffix=".log")
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(f"fleetfault {' '.join(map(shlex.quote, sys.argv[1:]))}\n\n")
+        f.write("".join(traceback.format_exception(exc)))
+    return Path(name)
+
+
+if __name__ == "__main__":  # python -m pipeline.cli
+    main()

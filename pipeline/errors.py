@@ -1,7 +1,9 @@
 """One base exception with narrow subclasses.
 
 The CLI maps them to exit codes: :class:`UsageError` and :class:`ConfigError` exit 2,
-:class:`InputRejected` exits 1 (the run went through, some input went to quarantine).
+:class:`InputRejected` exits 1 (the run went through, some input went to quarantine),
+:class:`EngineError` and any exception that is not a :class:`FleetfaultError` exit 3
+(an internal error: one line, the traceback in a log file).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ class SchemaError(FleetfaultError):
 
 
 class EngineError(FleetfaultError):
-    """A SQL step failed; names the step and shows the SQL."""
+    """A SQL step failed; names the step and shows the SQL. A bug, not the user's doing: exit 3."""
+
+    exit_code = 3
 
     def __init__(self, step: str, sql: str, cause: BaseException):
         self.step, self.sql, self.cause = step, sql, cause

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline import preflight
 from pipeline.config import Config
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.report.run_status import recorded
@@ -42,10 +43,11 @@ class StageFailed(FleetfaultError):
 
     def __init__(self, stage: str, cause: BaseException):
         self.stage, self.cause = stage, cause
-        self.exit_code = getattr(cause, "exit_code", 2)
+        # A fleetfault error keeps its code; anything else is a bug: 3, "internal error".
+        self.exit_code = cause.exit_code if isinstance(cause, FleetfaultError) else 3
         first = (str(cause).strip().splitlines() or [""])[0]
         super().__init__(f"stage {stage} failed ({type(cause).__name__}: {first}); the stages before it were "
-                         f"saved, the later ones did not run; `fleetfault run -v` shows the details")
+                         f"saved, the later ones did not run")
 
 
 #: Errors that already say in one line what the user must change: passed through as they are.
@@ -152,8 +154,10 @@ def run_pipeline(
     for s in stages or []:
         if s not in names:
             raise UsageError(f"unknown stage {s!r}; stages are: {', '.join(names)}")
-    if not Path(data_dir).is_dir():
-        raise UsageError(f"--data {data_dir}: no such folder (expected inventory.csv, telemetry/, kernel/, tickets/)")
+    # Input files are required by the night, or its first stage as dvc.yaml runs it.
+    preflight.check_inputs(Path(data_dir), files=not stages or "inventory" in stages)
+    preflight.check_warehouse(warehouse)
+    preflight.check_writable(Path(out_dir), "--out")
     with Warehouse(warehouse) as wh:
         wh.start_run("run" if not stages else "run --stage " + ",".join(stages))
         ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress)

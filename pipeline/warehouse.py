@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -125,6 +126,18 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def _open_failure(path: str, exc: Exception) -> str:
+    """One line for a warehouse DuckDB would not open; a second run on a busy warehouse
+    (DuckDB's file lock) is told which process holds it."""
+    text = " ".join(str(exc).split())
+    if "lock" in text.lower():
+        pid = re.search(r"PID (\d+)", text)
+        holder = f"process {pid[1]}" if pid else "another process"
+        return (f"warehouse {path} is in use by {holder} (another fleetfault run, or a notebook with it open); "
+                f"wait for it to finish, or pass another --warehouse")
+    return f"cannot open warehouse {path}: {text}"
+
+
 class Warehouse:
     """One DuckDB file with every declared table. Use as a context manager.
 
@@ -142,7 +155,7 @@ class Warehouse:
         try:
             self.con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
-            raise FleetfaultError(f"cannot open warehouse {self.path}: {exc}") from None
+            raise FleetfaultError(_open_failure(self.path, exc)) from None
         self._limit_memory()
         self.schemas: dict[str, TableSchema] = all_schemas()
         self.run_id: int | None = None

@@ -13,6 +13,32 @@ SHARED = ROOT.parent / "shared"
 EXTERNAL = SHARED / "data" / "external"
 
 
+def pytest_sessionstart(session):
+    """Snapshot the checkout (the controller only, under xdist): see :func:`pytest_sessionfinish`."""
+    from tests.repo_guard import snapshot
+
+    if not hasattr(session.config, "workerinput"):
+        session.config._fleetfault_repo = snapshot(ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the suite when it left ``out/``, a warehouse, models or any other file in the
+    checkout new or changed: tests write under tmp_path only."""
+    from tests.repo_guard import changes, snapshot
+
+    before = getattr(session.config, "_fleetfault_repo", None)
+    after = snapshot(ROOT) if before is not None else None
+    if after is None or not (diff := changes(before, after)):
+        return
+    shown = ", ".join(diff[:10]) + (f" and {len(diff) - 10} more" if len(diff) > 10 else "")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "the tests wrote into the checkout", red=True)
+        reporter.write_line(f"{shown}: tests must write under tmp_path only (or these files were edited while "
+                            "the tests ran)")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_report_header(config):
     seed = os.environ.get("FLEETFAULT_TEST_SEED", "0")
     random.seed(int(seed))

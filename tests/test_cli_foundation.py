@@ -34,7 +34,7 @@ def test_run_twice_loads_nothing_twice(tmp_path, capsys):
 def test_rejected_rows_exit_1_and_are_quarantined(tmp_path, capsys):
     data = _layout(tmp_path, INVENTORY + ",X,OEM,h1,2,sha,B1,2024-01-01,\nS4,X,OEM,h1,3,sha,B1,not-a-date,\n")
     wh = tmp_path / "w.duckdb"
-    assert main(["run", "--data", str(data), "--warehouse", str(wh), "-q"]) == 1
+    assert main(["run", "--data", str(data), "--warehouse", str(wh), "--out", str(tmp_path / "out"), "-q"]) == 1
     assert "quarantined" in capsys.readouterr().err
     con = duckdb.connect(str(wh), read_only=True)
     assert sorted(con.execute("select line_no, reason from quarantine").fetchall()) == [(4, "missing_serial"), (5, "bad_timestamp")]
@@ -56,7 +56,7 @@ def test_usage_and_config_errors_exit_2(tmp_path, capsys):
 def test_export_writes_csv_and_parquet(tmp_path):
     data = _layout(tmp_path)
     wh = tmp_path / "w.duckdb"
-    main(["run", "--data", str(data), "--warehouse", str(wh), "-q"])
+    main(["run", "--data", str(data), "--warehouse", str(wh), "--out", str(tmp_path / "out"), "-q"])
     assert main(["export", "inventory", "-o", str(tmp_path / "inv.parquet"), "--warehouse", str(wh)]) == 0
     import polars as pl
 

@@ -157,10 +157,10 @@ def test_broken_rows_are_quarantined_with_reasons(tmp_path):
     assert got.rows_read == got.rows_loaded + len(got.rejects) == 6
 
 
-def test_undecodable_file_is_quarantined_whole(tmp_path):
+def test_undecodable_file_is_quarantined_whole_as_bad_encoding(tmp_path):
     f = write(tmp_path / "p" / "bad.csv", b"Ticket #,Part\nT-1,\xff\xfe\xfa\x80\x80 card\n\x81\n")
     got = load_tickets(f, 1, "p", CFG)
-    assert got.rows_loaded == 0 and [r.reason for r in got.rejects] == ["undecodable"]
+    assert got.rows_loaded == 0 and [r.reason for r in got.rejects] == ["bad_encoding"]
     assert "encoding" in got.rejects[0].detail
 
 
@@ -232,7 +232,7 @@ def test_stage_loads_points_quarantines_and_is_incremental(wh, tmp_path):
     ctx = RunContext(CFG, wh, data, tmp_path / "out")
     run(ctx)
     assert wh.scalar("SELECT count(*) FROM tickets_raw") == 3
-    assert wh.sql("SELECT source_file, reason FROM quarantine") == [("tickets/p2/bad.csv", "undecodable")]
+    assert wh.sql("SELECT source_file, reason FROM quarantine") == [("tickets/p2/bad.csv", "bad_encoding")]
     rep = ctx.report("tickets")
     assert (rep.rows_loaded, rep.rows_quarantined) == (3, 1)
     ctx2 = RunContext(CFG, wh, data, tmp_path / "out")

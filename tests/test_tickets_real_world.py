@@ -424,7 +424,7 @@ def test_excel_97_workbook_is_read_like_xlsx(tmp_path):
 def test_damaged_excel_97_file_is_quarantined(tmp_path):
     f = write(tmp_path / "p" / "old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
     got, rows = load(f, "p")
-    assert rows == [] and [r.reason for r in got.rejects] == ["unreadable_xls"]
+    assert rows == [] and [r.reason for r in got.rejects] == ["bad_xls"]
 
 
 def test_workbook_named_csv_is_read_as_a_workbook(tmp_path):
@@ -474,7 +474,7 @@ def test_stage_over_real_world_exports_quarantines_with_file_line_reason(wh, tmp
     rep = ctx.report("tickets")
     assert (rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (6, 4, 2)
     assert sorted(wh.sql("SELECT source_file, line_no, reason FROM quarantine")) == [
-        ("tickets/sha-ops/old.xls", None, "unreadable_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
+        ("tickets/sha-ops/old.xls", None, "bad_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
     got = dict(wh.sql("SELECT ticket_id, action_text FROM tickets_raw"))
     assert got == {"INC0012345": "Replaced GPU (RMA 55123)", "INC0012346": None,  # its own column, empty
                    "GD-1": "GPU掉卡", "FRA-1": "Lüfter defekt"}

@@ -126,7 +126,11 @@ def test_quarantine_explains_every_rejected_row(which, request):
         rows = con.sql("SELECT stage, source_file, line_no, reason, raw, detail FROM quarantine")
     assert len(rows) == sum(s["rows_quarantined"] for s in _runs(tmp)[0])
     for stage, path, line_no, reason, raw, detail in rows:
+        if line_no is None:  # a file quarantined whole (smi-empty.csv: empty_file) says why in its detail
+            assert stage and path and reason and detail, (stage, path, reason)
+            continue
         assert stage and path and line_no and reason and raw, (stage, path, line_no, reason)
+    assert [(r[1], r[3]) for r in rows if r[2] is None] == [("telemetry/DGX-A-12/smi-empty.csv", "empty_file")]
     inv = [r for r in rows if r[0] == "inventory"]
     assert sorted((r[2], r[3]) for r in inv) == [(15, "duplicate_row"), (20, "bad_timestamp")]
     assert "line 11" in min(inv)[5] and "last tuesday" in max(inv)[5]
@@ -246,8 +250,8 @@ def test_a_registry_without_host_is_a_usage_error(tmp_path):
                  "--out", str(tmp_path / "out"), "-q", "--stage", "inventory"]) == 2
 
 
+# (A layout with no part at all is no night: exit 2, "no input files under DATA", see test_exit_codes.)
 @pytest.mark.parametrize(("keep", "stats_says", "predict_says"), [
-    ([], "no data yet", "no telemetry or Xid data yet"),
     (["kernel"], "no inventory GPU in service", "no inventory GPU matches"),
 ])
 def test_a_layout_with_parts_missing(tmp_path, keep, stats_says, predict_says):
@@ -275,10 +279,12 @@ def test_a_broken_stage_stops_the_run_with_one_line(tmp_path, monkeypatch, capsy
                                                   ("smi", "tests.test_unseen_fleet:_broken_stage"),
                                                   ("report", "pipeline.report.stage:run")])
     data = fleet.build(tmp_path, minimal_query=False)
-    assert _run(tmp_path, data, None) == 2
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the crash log goes
+    assert _run(tmp_path, data, None) == 3  # a bug, not the user's doing: "internal error"
     err = capsys.readouterr().err.strip()
-    assert "stage smi failed (TypeError: csv_source()" in err and "Traceback" not in err
+    assert "internal error: stage smi failed (TypeError: csv_source()" in err and "Traceback" not in err
     assert len(err.splitlines()) <= 3  # one line, wrapped by the console at most
+    assert "Traceback" in Path(err.split("details in ")[1].split()[0]).read_text()
     with _con(tmp_path) as con:
         assert con.sql("SELECT status FROM runs")[0][0] == "failed"
         assert con.sql("SELECT count(*) FROM inventory")[0][0] == 17  # the stage before it was kept

@@ -20,7 +20,7 @@ def collect(
     Runs until stopped (SIGTERM or Ctrl-C flush the files and exit 0). Needs the NVIDIA
     driver and `pip install 'fleetfault[nvml]'`.
     """
-    from pipeline.cli import out_console, setup
+    from pipeline.cli_app import out_console, setup
     from pipeline.collect.sampler import Collector, load_nvml
     from pipeline.errors import UsageError
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import UsageError
+from pipeline.ingest import sniff
 from pipeline.timeutil import local_to_utc, parse_datetime
 from pipeline.warehouse import Loaded, Rejected
 
@@ -53,6 +55,8 @@ _SCHEMA = {
     "site": pl.Utf8, "batch": pl.Utf8, "installed_at": pl.Datetime("us"), "removed_at": pl.Datetime("us"),
     "file_id": pl.Int64, "line_no": pl.Int64, "ip": pl.Utf8,
 }
+#: Slots above this are typos or numbers that are not slots (a server holds at most a few dozen GPUs).
+_MAX_SLOT = 1024
 _SLOT = re.compile(r"^\D{0,8}?(\d{1,3})$")
 _EXCEL_ROUNDED = re.compile(r"^\d(\.\d+)?E\+?\d+$", re.IGNORECASE)
 _DAY_FIRST = re.compile(r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{4}")
@@ -88,8 +92,15 @@ def sniff_delimiter(first_line: str) -> str:
 def parse_when(text: str, tz: str, dayfirst: bool) -> datetime | None:
     """A registry date or datetime as naive UTC; zone-less ones are read in ``tz``.
 
-    Raises ValueError when unreadable.
+    Raises ValueError when unreadable or out of range.
     """
+    try:
+        return _parse_when(text, tz, dayfirst)
+    except OverflowError:  # 9999-12-31 23:00 in a zone east of UTC: past datetime's end
+        raise ValueError(f"date/time {text.strip()!r} is out of range") from None
+
+
+def _parse_when(text: str, tz: str, dayfirst: bool) -> datetime | None:
     s = text.strip()
     if not s:
         return None
@@ -127,12 +138,16 @@ def parse_slot(text: str) -> int | None:
     if not s:
         return None
     try:
-        return int(float(s))
+        value = float(s)
     except ValueError:
         m = _SLOT.match(s)
         if not m:
             raise ValueError(f"slot {s!r} is not a number") from None
         return int(m[1])
+    # 1e309, 3.5 or 10**21 is no slot (and would not fit the table's INTEGER column).
+    if not (math.isfinite(value) and value.is_integer() and 0 <= value < _MAX_SLOT):
+        raise ValueError(f"slot {s!r} is not a GPU slot number (0 to {_MAX_SLOT - 1})")
+    return int(value)
 
 
 def _dayfirst(records: list[list[str]], cols: list[int]) -> bool:
@@ -146,7 +161,16 @@ def _dayfirst(records: list[list[str]], cols: list[int]) -> bool:
 
 
 def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
-    """Parse ``inventory.csv`` into rows of the ``inventory`` table."""
+    """Parse ``inventory.csv`` into rows of the ``inventory`` table.
+
+    Raises
+    ------
+    UsageError
+        When the file as a whole is no inventory (empty, binary, another encoding, no
+        header, no serial or host column): the night cannot place any GPU without it.
+    """
+    if (problem := sniff.file_problem(path, legacy=True, gzip=False)) is not None:
+        raise UsageError(f"{path}: the inventory cannot be read ({problem.reason}): {problem.detail}")
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
     first = text.split("\n", 1)[0]
     skip = 0
@@ -154,22 +178,33 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         delim, text, skip = first.strip()[4], text.split("\n", 1)[1] if "\n" in text else "", 1
     else:
         delim = sniff_delimiter(first)
-    reader = csv.reader(io.StringIO(text), delimiter=delim)
+    # newline="": the csv module ends records at CR, CRLF or LF (Excel for Mac writes CR only).
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delim)
     try:
         header = next(reader)
     except StopIteration:
         return Loaded()
-    records, start = [], reader.line_num + 1
-    for rec in reader:  # a record's first line in the file (quoted fields may span lines)
-        if any(x.strip() for x in rec):
-            records.append((start + skip, rec))
+    except csv.Error as exc:
+        raise UsageError(f"{path}: the inventory's header cannot be read as CSV: {exc}") from None
+    records, broken, start = [], [], reader.line_num + 1
+    while True:  # ``start``: a record's first line in the file (quoted fields may span lines)
+        try:
+            rec = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field past the csv module's size limit
+            lines = re.split(r"\r\n|\r|\n", text)
+            broken.append(Rejected(start + skip, "bad_csv", lines[start - 1][:4000] if start <= len(lines) else "", str(exc)))
+        else:
+            if any(x.strip() for x in rec):
+                records.append((start + skip, rec))
         start = reader.line_num + 1
     pos = column_positions(header)
     missing = [c for c in REQUIRED if c not in pos]
     if missing:
         raise UsageError(f"{path}: inventory lacks the columns {missing}; it has {header}; expected {COLUMNS}")
     dayfirst = _dayfirst([r for _, r in records], [pos[c] for c in ("installed_at", "removed_at") if c in pos])
-    rows, rejects, seen = [], [], {}
+    rows, rejects, seen = [], list(broken), {}
     for line_no, rec in records:
         raw = delim.join(rec)
         get = lambda c: rec[pos[c]].strip() if c in pos and pos[c] < len(rec) else ""  # noqa: E731
@@ -204,7 +239,7 @@ def read_inventory(path: Path, file_id: int, default_tz: str = "UTC") -> Loaded:
         })
     close_moved(rows)
     df = pl.DataFrame(rows, schema=_SCHEMA)
-    return Loaded(tables={"inventory": df}, rows_read=len(records), rows_loaded=len(rows), rejects=rejects)
+    return Loaded(tables={"inventory": df}, rows_read=len(records) + len(broken), rows_loaded=len(rows), rejects=rejects)
 
 
 def close_moved(rows: list[dict]) -> int:

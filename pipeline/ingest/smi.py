@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.ingest import smi_facts, smi_headers, smi_native
+from pipeline.ingest import smi_facts, smi_headers, smi_native, sniff
 from pipeline.ingest.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
@@ -270,10 +270,11 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     header, or the configured list). Returns the :class:`Loaded` and the field list in
     force at the end of the file.
     """
-    hf = header_fields(first_line(path))
+    broken = sniff.file_problem(path) is not None  # the exact path quarantines it whole
+    hf = None if broken else header_fields(first_line(path))
     con = scratch()
     try:
-        fast, flds, skip = None, hf or fields, 1 if hf else 0
+        fast, flds, skip = None, None if broken else hf or fields, 1 if hf else 0
         if flds:
             fast = smi_native.hourly(con, path, flds, skip) or _fast_path(con, path, flds, skip)
         if fast is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.ingest import smi_facts
+from pipeline.ingest import smi_facts, sniff
 from pipeline.ingest.smi_fields import ALIASES, Field, header_fields
 from pipeline.ingest.smi_read import BLANK_CHARS, csv_source, open_binary, scratch, tool_message
 from pipeline.timeutil import local_to_utc_expr
@@ -62,12 +62,18 @@ def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[
     """The file's layout under the field list in force (None: it needs the exact path), and
     its header's fields (None when headerless)."""
     try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        with open_binary(path) as f:
-            raw = f.readline(1 << 20)
+        head, text, gz_error = sniff.head(path)
+        if sniff.judge(head, text, gz_error) is not None:
+            return None, None  # a broken file is loaded alone, to be quarantined whole
+        cut = text.find(b"\n")
+        if cut >= 0 or max(len(head), len(text)) < sniff.HEAD_BYTES:  # a first line, or the whole file
+            raw = text[:cut + 1] if cut >= 0 else text
+        else:
+            with open_binary(path) as f:
+                raw = f.readline(1 << 20)
     except (OSError, EOFError):
         return None, None
+    gz = head[:2] == sniff.GZIP_MAGIC
     line = raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
     hf = _header_fields(line)
     fields = hf or current

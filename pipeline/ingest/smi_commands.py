@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt, console, group, out_console, parse_inputs, setup
+from pipeline.cli_app import ConfigOpt, console, group, out_console, parse_inputs, setup
 from pipeline.errors import UsageError
 
 
@@ -39,7 +39,9 @@ def register(app: typer.Typer) -> None:
         out_console.print(f"wrote {df.height} samples ({df.width} columns) to {out}")
         if rejects:
             for r in rejects[:20]:
-                console.print(f"rejected line {r.line_no}: {r.reason}: {r.detail}", markup=False, highlight=False)
+                where = f"line {r.line_no}" if r.line_no is not None else "file"  # a file judged whole
+                console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False, soft_wrap=True)
             more = f" (first 20 shown)" if len(rejects) > 20 else ""
-            console.print(f"fleetfault: {len(rejects)} lines could not be read{more}", markup=False)
+            n = len(rejects)
+            console.print(f"fleetfault: {n} line{'s' if n != 1 else ''} could not be read{more}", markup=False)
             raise typer.Exit(1)

@@ -34,7 +34,7 @@ import polars as pl
 
 from pipeline.ingest.smi_fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
                                         parse_fields)
-from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, _blocks, open_binary
+from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, READ_ERRORS, _blocks, open_binary
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
@@ -106,7 +106,7 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
                     break
                 if text.strip(BLANK_CHARS):
                     out.append(text)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except READ_ERRORS:
         pass  # a damaged file: what was read (its lines are judged by the loader)
     return out
 

@@ -14,6 +14,7 @@ import gzip
 import io
 import logging
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.ingest import sniff
 from pipeline.ingest.smi_fields import Field, header_fields
 from pipeline.ingest.xid_formats import canonical_pci_text
 from pipeline.warehouse import Rejected
@@ -36,6 +38,11 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
+#: What reading a damaged file can raise (a gzip cut short or corrupt raises zlib.error, which
+#: is not an OSError); callers that only peek treat the file as having nothing more.
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
 def open_binary(path: Path) -> io.BufferedIOBase:
     """The file's bytes, decompressed when it is gzip (by its magic, not its name)."""
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
@@ -49,7 +56,7 @@ def first_line(path: Path, limit: int = 1 << 20, *, skip: int = 0) -> str:
             for _ in range(skip):
                 f.readline(limit)
             raw = f.readline(limit)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except READ_ERRORS:
         return ""
     return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
 
@@ -144,24 +151,43 @@ class ExactRead:
 BLANK_CHARS = " \t\r\x0b\x0c"
 
 
+#: Decompressed bytes read per call: gzip raises at a cut without returning what came before
+#: it in that call, so a small piece bounds what a cut costs.
+_PIECE = 256 << 10
+
+
+def _read_upto(f, size: int) -> tuple[bytes, BaseException | None]:
+    """Up to ``size`` bytes, and the error that stopped the read early (a gzip cut short)."""
+    parts, got = [], 0
+    while got < size:
+        try:
+            piece = f.read(min(_PIECE, size - got))
+        except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated or corrupt gzip
+            return b"".join(parts), exc
+        if not piece:
+            break
+        parts.append(piece)
+        got += len(piece)
+    return b"".join(parts), None
+
+
 def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, bool]]:
     """Blocks of whole lines (the last may lack its newline) and whether it is the last.
 
-    A damaged gzip stream ends the file where it breaks; the reason goes to ``errors``.
+    A damaged gzip stream ends the file where it breaks (the lines before the break are
+    kept); the reason goes to ``errors``.
     """
     with open_binary(path) as f:
         carry = b""
-        while True:
-            try:
-                data = f.read(size)
-            except (OSError, EOFError, gzip.BadGzipFile, ValueError) as exc:  # truncated gzip
-                log.warning("%s: read stopped early: %s", path, exc)
+        broken = False
+        while not broken:
+            data, exc = _read_upto(f, size)
+            if exc is not None:
+                log.info("%s: read stopped early: %s", path, exc)  # quarantined as bad_gzip
                 errors.append(str(exc))
-                data = b""
+                broken = True
             if not data:
-                if carry:
-                    yield carry, True
-                return
+                break
             buf = carry + data
             cut = buf.rfind(b"\n")
             if cut < 0:
@@ -169,6 +195,8 @@ def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, b
                 continue
             carry = buf[cut + 1:]
             yield buf[: cut + 1], False
+        if carry:
+            yield carry, True
 
 
 def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block: int = BLOCK_BYTES) -> Iterator[Segment]:
@@ -177,6 +205,11 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     ``fields`` is the field list in force before the first header (None: unknown, so
     data lines before a header go to the quarantine as ``no_header``).
     """
+    if (problem := sniff.file_problem(path)) is not None:  # nothing worth splitting: one row says why
+        out.rows_read += 1
+        out.rejects.append(problem.rejected())
+        out.last_fields = fields
+        return
     current = fields
     offset = 0
     errors: list[str] = []

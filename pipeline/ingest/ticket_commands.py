@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt
+from pipeline.cli_app import ConfigOpt, group, setup
 
 
 def inspect(
@@ -23,7 +23,6 @@ def inspect(
     config: ConfigOpt = None,
 ) -> None:
     """Print the layout fleetfault would read from ticket exports, and a config block for it."""
-    from pipeline.cli import setup
     from pipeline.errors import UsageError
 
     cfg = setup(config)
@@ -139,6 +138,4 @@ def _known(path: Path):
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import group
-
     group("tickets", "Look at ticket exports before a run: the layout fleetfault would read.").command("inspect")(inspect)

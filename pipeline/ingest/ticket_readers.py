@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from pipeline.ingest import sniff
 from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def read_csv(path: Path, encoding: str = "") -> FileRead:
         tried = encoding or "BOM, utf-16, " + ", ".join(ENCODINGS)
         detail = f"not decodable as {tried}: {exc}; set tickets.points.<point>.encoding if you know it"
         raw = data[:400].decode("latin-1")
-        return FileRead(rejects=[Rejected(None, "undecodable", raw, detail)])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", raw, detail)])
     lines = text.splitlines()
     sheet = Sheet(path.name)
     start = 1
@@ -210,9 +211,10 @@ def read_xls(path: Path) -> FileRead:
     import xlrd
 
     try:
-        book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True)
+        # xlrd prints its warnings to stdout unless given a log: keep the run's output clean.
+        book = xlrd.open_workbook(file_contents=path.read_bytes(), on_demand=True, logfile=_XlrdLog(path))
     except Exception as exc:  # xlrd raises XLRDError, CompDocError, struct.error ... for a damaged file
-        return FileRead(rejects=[Rejected(None, "unreadable_xls", str(path), f"{type(exc).__name__}: {exc}")])
+        return FileRead(rejects=[Rejected(None, "bad_xls", str(path), f"not a readable workbook: {type(exc).__name__}: {exc}")])
     out = FileRead(encoding="xls")
     try:
         for index in range(book.nsheets):
@@ -228,6 +230,19 @@ def read_xls(path: Path) -> FileRead:
     finally:
         book.release_resources()
     return out
+
+
+class _XlrdLog(io.StringIO):
+    """xlrd's log (``WARNING *** file size ...``), sent to the logging module."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            log.info("%s: xlrd: %s", self.path, text.strip())
+        return len(text)
 
 
 def _xls_value(cell, datemode: int) -> object:
@@ -257,7 +272,7 @@ def read_json(path: Path, encoding: str = "") -> FileRead:
     try:
         text, enc = decode(data, encoding)
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileRead(rejects=[Rejected(None, "undecodable", data[:400].decode("latin-1"), str(exc))])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", data[:400].decode("latin-1"), str(exc))])
     records: list[tuple[int, object, str]] = []
     rejects: list[Rejected] = []
     try:
@@ -446,7 +461,7 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
     try:
         text, enc = decode(data, encoding or (meta.group(1).decode("ascii") if meta else ""))
     except (UnicodeDecodeError, LookupError) as exc:
-        return FileRead(rejects=[Rejected(None, "undecodable", data[:400].decode("latin-1"), str(exc))])
+        return FileRead(rejects=[Rejected(None, "bad_encoding", data[:400].decode("latin-1"), str(exc))])
     parser = _TableParser()
     parser.feed(text)
     parser.close()
@@ -463,26 +478,21 @@ def read_html(path: Path, encoding: str = "") -> FileRead:
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
-def _blank(data: bytes) -> bool:
-    """Nothing but blanks, NULs and byte-order marks (a 0-byte export, or one Excel saved empty)."""
-    for bom in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-        data = data.replace(bom, b"")
-    return not data.strip(b" \t\r\n\x00")
-
-
 def read_export(path: Path, encoding: str = "") -> FileRead:
     """Read one export by what its first bytes say it is, else by its suffix: portals name
     HTML tables and tab-separated text ``.xls``, and a workbook may be called ``.csv``."""
     with open(path, "rb") as fh:
         head = fh.read(512)
     suffix = path.suffix.lower()
-    if _blank(head) and (len(head) < 512 or _blank(path.read_bytes())):
-        what = "0 bytes" if not head else "only blanks"
-        return FileRead(rejects=[Rejected(None, "empty_file", "", f"the export is empty ({what}): nothing to read")])
     if head.startswith(b"PK\x03\x04") and suffix not in (".json", ".jsonl", ".ndjson"):
         return read_xlsx(path)
     if head.startswith(_OLE2):
         return read_xls(path)
+    if (problem := sniff.file_problem(path, utf16=True, legacy=True, gzip=False)) is not None:
+        if problem.reason == "binary_file" and suffix in (".xlsx", ".xlsm", ".xls"):
+            problem = sniff.Problem("bad_xlsx" if suffix != ".xls" else "bad_xls",
+                                    f"not an Excel workbook (no workbook signature); {problem.detail}")
+        return FileRead(rejects=[problem.rejected(head[:400].decode("latin-1"))])
     if re.match(rb"\s*(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html|table|meta|head)", head, re.I):
         if suffix in (".json", ".jsonl", ".ndjson"):  # an API's login or error page saved as the dump
             return FileRead(rejects=[Rejected(None, "bad_json", head[:400].decode("latin-1"),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.ingest import sniff
 from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_scan as scan
 from pipeline.ingest.hosts import host_key
@@ -74,12 +75,20 @@ def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_tim
                source_file: str | None = None, boot_check: bool = False) -> FileParse:
     """Parse one kernel log file (plain or gzip); the host defaults to its folder's name."""
     path = Path(path)
+    source_file = source_file or str(path)
+    if (problem := sniff.file_problem(path)) is not None:  # nothing worth scanning: one row says why
+        whole = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
+        return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [whole], 0)
     ref, is_latest = reference_time(path)
-    return parse_bytes(
-        scan.read_scanned(path), source_file=source_file or str(path), host=host or path.parent.name,
+    fp = parse_bytes(
+        scan.read_scanned(path), source_file=source_file, host=host or path.parent.name,
         tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
         day_window=boots.day_window(path, tz),
     )
+    # A gzip cut short gives the events before the cut; the lost rest is quarantined, not hidden.
+    if (damage := sniff.gzip_damage(path)) is not None:
+        fp.rejects.append(Rejected(None, "bad_gzip", "", f"{source_file}: {damage}"))
+    return fp
 
 
 def parse_xid_files(

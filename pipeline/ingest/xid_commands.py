@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt
+from pipeline.cli_app import ConfigOpt
 
 
 def parse_xid(
@@ -24,7 +24,7 @@ def parse_xid(
     is written once. Unrelated lines are skipped; lines that look like an Xid event but
     cannot be read are listed on stderr and the command exits 1; the rest is written.
     """
-    from pipeline.cli import console, out_console, parse_inputs, setup
+    from pipeline.cli_app import console, out_console, parse_inputs, setup
     from pipeline.errors import UsageError
     from pipeline.ingest.xid import parse_xid_files
     from pipeline.output import write_table
@@ -40,7 +40,9 @@ def parse_xid(
             raise UsageError(f"parse xid: --boot-time {boot_time!r} is not a date/time; use ISO 8601 like 2024-03-05T08:00:00+08:00") from None
     df, rejects = parse_xid_files(files, host=host, tz=zone, boot_time=boot)
     for r in rejects:
-        console.print(f"fleetfault: {r.detail.split(':')[0]}:{r.line_no}: {r.reason}: {r.raw[:200]}", markup=False, highlight=False, soft_wrap=True)
+        where = f"{r.line_no}: {r.reason}: {r.raw[:200]}" if r.line_no is not None else \
+            f"-: {r.reason}: {r.detail.split(': ', 1)[-1]}"  # a file rejected whole: why, not a line
+        console.print(f"fleetfault: {r.detail.split(':')[0]}:{where}", markup=False, highlight=False, soft_wrap=True)
     write_table(df, out)
     out_console.print(f"wrote {df.height} Xid/SXid events to {out}" + (f"; {len(rejects)} unreadable event lines" if rejects else ""))
     if rejects:
@@ -48,6 +50,6 @@ def parse_xid(
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import group
+    from pipeline.cli_app import group
 
     group("parse", "Parse raw logs to clean tables, without a warehouse.").command("xid")(parse_xid)

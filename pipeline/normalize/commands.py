@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, WarehouseOpt
 
 #: The contract's ``normalize`` columns, in order.
 NORMALIZE_COLUMNS = ["ticket_id", "service_point", "opened_at", "host", "serial", "part_text", "symptom_text",
@@ -31,7 +31,7 @@ def normalize(
     """
     import polars as pl
 
-    from pipeline.cli import console, out_console, setup, warehouse_path
+    from pipeline.cli_app import console, out_console, setup, warehouse_path
     from pipeline.errors import UsageError
     from pipeline.ingest.tickets import RAW_SCHEMA, load_tickets
     from pipeline.normalize import stage
@@ -77,7 +77,7 @@ def review_export(
 
     Fill in `code` (see the `codes` sheet), then run `fleetfault review import FILE`.
     """
-    from pipeline.cli import existing_warehouse, out_console, setup
+    from pipeline.cli_app import existing_warehouse, out_console, setup
     from pipeline.normalize.review import export_review
     from pipeline.warehouse import Warehouse
 
@@ -93,7 +93,7 @@ def review_import(
     config: ConfigOpt = None,
 ) -> None:
     """Store the chosen codes and recode the tickets: these texts and near variants are coded from now on."""
-    from pipeline.cli import existing_warehouse, out_console, setup
+    from pipeline.cli_app import existing_warehouse, out_console, setup
     from pipeline.normalize.review import import_review
     from pipeline.warehouse import Warehouse
 
@@ -104,7 +104,7 @@ def review_import(
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import group
+    from pipeline.cli_app import group
 
     app.command("normalize")(normalize)
     review = group("review", "Tickets the matcher was unsure of: out to a person, their codes back in.")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt
+from pipeline.cli_app import ConfigOpt
 
 
 def read_any(path: Path, what: str):
@@ -46,7 +46,7 @@ def evaluate_tickets(
     import polars as pl
     from rich.table import Table
 
-    from pipeline.cli import out_console, setup
+    from pipeline.cli_app import out_console, setup
     from pipeline.normalize.evaluate import score
     from pipeline.output import write_table
 
@@ -96,6 +96,6 @@ def evaluate_tickets(
 
 
 def register(app: typer.Typer) -> None:
-    from pipeline.cli import group
+    from pipeline.cli_app import group
 
     group("evaluate", "Score outputs against ground truth.").command("tickets")(evaluate_tickets)

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         Uses the model the nightly run promoted for beating the evidence score out of fold;
         without one, the evidence score (docs/predict.md).
         """
-        from pipeline.cli import existing_warehouse, out_console, setup
+        from pipeline.cli_app import existing_warehouse, out_console, setup
         from pipeline.output import write_table
         from pipeline.predict.features import build_features, data_range
         from pipeline.predict.rank import CONTRACT, rank_gpus

@@ -313,6 +313,10 @@ class _Builder:
             out.append(h.table(files))
         else:
             out.append(h.no_data("no files registered"))
+        empty = tables.empty_files(self.wh)
+        if empty.height:  # a file the night read nothing from must not pass unnoticed
+            self.sheets["files_without_rows"] = empty
+            out.append("<h3>Files that gave no rows</h3>" + h.table(empty, limit=50))
         q = tables.quarantine_reasons(self.wh)
         out.append("<h3>Rows quarantined, by reason</h3>")
         if q.height:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, WarehouseOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write the procurement report: one self-contained HTML file that opens offline and prints
         cleanly, plus an XLSX workbook with the table behind every chart."""
-        from pipeline.cli import existing_warehouse, out_console, setup
+        from pipeline.cli_app import existing_warehouse, out_console, setup
         from pipeline.errors import UsageError
         from pipeline.report.build import build_report
         from pipeline.report.prometheus import write_textfile

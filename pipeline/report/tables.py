@@ -161,6 +161,20 @@ def files_read(wh: Warehouse) -> pl.DataFrame:
     )
 
 
+def empty_files(wh: Warehouse, limit: int = 50) -> pl.DataFrame:
+    """Files that gave no rows, with why: quarantined whole (``empty_file``, ``bad_gzip``,
+    ...), every row rejected, or no data rows. A kernel log without an Xid is normal, not listed."""
+    return wh.pl(
+        "SELECT f.stage, f.path AS file, f.rows_read, f.rows_quarantined, "
+        "coalesce(q.reason || ': ' || q.detail, 'no data rows') AS why "
+        "FROM files f LEFT JOIN (SELECT file_id, arg_min(reason, coalesce(line_no, 0)) AS reason, "
+        "arg_min(detail, coalesce(line_no, 0)) AS detail FROM quarantine GROUP BY file_id) q USING (file_id) "
+        "WHERE f.rows_loaded = 0 AND (f.rows_quarantined > 0 OR f.stage <> 'xid') "
+        f"ORDER BY f.stage, f.path LIMIT {int(limit)}",
+        step="report: files without rows",
+    )
+
+
 def quarantine_reasons(wh: Warehouse) -> pl.DataFrame:
     """Quarantined rows per stage and reason, with one example file and line."""
     return wh.pl(

@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        from pipeline.cli import console, out_console, setup
+        from pipeline.cli_app import console, out_console, setup
         from pipeline.errors import UsageError
         from pipeline.simulate.writer import simulate as run_sim
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, WarehouseOpt
 
 LifetimesOpt = Annotated[Optional[Path], typer.Option(
     "--lifetimes", help="A lifetime table (CSV or Parquet: id, start, end, failed, and grouping columns) "
@@ -17,7 +17,7 @@ OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet
 
 
 def _source(lifetimes: Path | None, cfg, warehouse: Path | None, stack):
-    from pipeline.cli import existing_warehouse
+    from pipeline.cli_app import existing_warehouse
     from pipeline.warehouse import Warehouse
 
     if lifetimes is not None:
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         import contextlib
 
         import pipeline.stats as st
-        from pipeline.cli import out_console, setup
+        from pipeline.cli_app import out_console, setup
         from pipeline.output import write_table
 
         cfg = setup(config)
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         import contextlib
 
         import pipeline.stats as st
-        from pipeline.cli import out_console, setup
+        from pipeline.cli_app import out_console, setup
         from pipeline.output import write_table
 
         cfg = setup(config)
