@@ -218,16 +218,12 @@ def test_bad_weights_are_reported_together(tmp_path):
 
 
 def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path):
-    from pipeline.predict.labels import failure_events_sql
 
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         _fleet(wh)
-        assert "inventory_observed" not in failure_events_sql(wh, Config())  # guarded: the table is optional
-        wh.sql("CREATE TABLE inventory_observed (serial VARCHAR, host VARCHAR, pci_bus_id VARCHAR, "
-               "first_seen TIMESTAMP, last_seen TIMESTAMP)")
         bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
-        wh.sql("INSERT INTO inventory_observed VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?), "
-               "('healthy', 'h2', '0000:14:00.0', ?, ?)",
+        wh.sql("INSERT INTO inventory_observed (serial, host, pci_bus_id, first_seen, last_seen) "
+               "VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?), ('healthy', 'h2', '0000:14:00.0', ?, ?)",
                ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1), _ts(0), _ts(DAYS - 1)])
         build_features(wh, Config())
         rows = wh.df("SELECT day, label FROM features WHERE serial = 'x79_old' ORDER BY day")

@@ -103,13 +103,16 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
             on_host(h.name, done, len(sim.hosts))
     new_serials = {f["serial"]: f["new_serial"] for f in sim.failure_rows}
     ticket_rows = write_tickets(sim, out / "tickets", new_serials, ticket_layouts)
-    params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval),
-              "ticket_layouts": ticket_layouts, "stale_inventory": float(stale_inventory)}
-    if copytruncate_share or daily_dmesg_share:  # (the defaults' params.json is unchanged)
+    # Options are recorded only when set, so that the defaults write the same truth as before.
+    params = {"gpus": int(gpus), "days": int(days), "seed": int(seed), "interval_s": float(interval)}
+    if ticket_layouts != "default" or stale_inventory:
+        params.update(ticket_layouts=ticket_layouts, stale_inventory=float(stale_inventory))
+    if copytruncate_share or daily_dmesg_share:
         params.update(copytruncate_share=float(copytruncate_share), daily_dmesg_share=float(daily_dmesg_share))
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
-    truth.write_csv(out / "truth" / "stale_removals.csv", ["serial"], [{"serial": x} for x in stale])
+    if stale_inventory:
+        truth.write_csv(out / "truth" / "stale_removals.csv", ["serial"], [{"serial": x} for x in stale])
     log.info("simulated %d hosts, %d failures, %d tickets into %s", len(sim.hosts), len(sim.failure_rows),
              len(ticket_rows), out)
     return sim
