@@ -218,7 +218,6 @@ def test_bad_weights_are_reported_together(tmp_path):
 
 
 def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path):
-
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         _fleet(wh)
         bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
