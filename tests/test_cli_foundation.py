@@ -41,7 +41,9 @@ def test_rejected_rows_exit_1_and_are_quarantined(tmp_path, capsys):
     assert con.execute("select count(*) from inventory").fetchone()[0] == 2
 
 
-def test_usage_and_config_errors_exit_2(tmp_path, capsys):
+def test_usage_and_config_errors_exit_2(tmp_path, capsys, monkeypatch):
+    # In a folder of its own: a failed run still records its status in ./out/ where that exists.
+    monkeypatch.chdir(tmp_path)
     assert main(["run", "--data", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
