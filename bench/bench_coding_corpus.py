@@ -24,7 +24,6 @@ Run: ``python bench/bench_coding_corpus.py tests/data/coding_corpus/dev.csv [--e
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 import polars as pl

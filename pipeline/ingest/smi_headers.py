@@ -23,7 +23,6 @@ reloads the files whose start changed (a header that arrived later), saying why.
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field

@@ -35,7 +35,7 @@ _HEADER_SHAPE = r"^\s*[A-Za-z_][\w.]*\s*(\[[^\]]*\])?\s*(,\s*[A-Za-z_][\w.]*\s*(
 
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+        return f.read(2) == sniff.GZIP_MAGIC
 
 
 #: What reading a damaged file can raise (a gzip cut short or corrupt raises zlib.error, which

@@ -181,13 +181,31 @@ def _invalid_utf8(data: bytes) -> int:
     return data.decode("utf-8", errors="replace").count("\ufffd")
 
 
+def gunzip(data: bytes) -> tuple[bytes, str | None]:
+    """``data`` decompressed when it is gzip (every member), and where it breaks (cut short,
+    corrupted, garbage after its end) or None. What decompresses before a break is kept: a
+    rotation copied while being written still gives its lines."""
+    if data[:2] != GZIP_MAGIC:
+        return data, None
+    out: list[bytes] = []
+    while True:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(d.decompress(data))
+        except zlib.error as exc:
+            return b"".join(out), f"compressed data is damaged after {sum(map(len, out))} bytes: {exc}"
+        if not d.eof:
+            return b"".join(out), f"the gzip stream is cut short after {sum(map(len, out))} bytes"
+        data = d.unused_data
+        if data[:2] != GZIP_MAGIC:  # the end, NUL padding, or garbage after the last member
+            tail = f"{len(data)} bytes of garbage after the gzip data" if data.strip(b"\x00") else None
+            return b"".join(out), tail
+
+
 def gzip_damage(path: Path) -> str | None:
-    """Where a gzip file breaks (cut short, corrupted, garbage after its end), or None when
-    every member ends cleanly or the file is not gzip. Reads the whole file: for loaders that
-    decompress what they can and must still say that the rest was lost."""
+    """:func:`gunzip`'s verdict on a file: None when it is not gzip or every member ends cleanly."""
     with open(path, "rb") as f:
-        if f.read(2) != GZIP_MAGIC:
-            return None
+        return gunzip(f.read())[1]
         f.seek(0)
         d: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS)
         out = 0

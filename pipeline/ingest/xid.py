@@ -80,13 +80,19 @@ def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_tim
         whole = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
         return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [whole], 0)
     ref, is_latest = reference_time(path)
+    with open(path, "rb") as f:
+        gz = f.read(2) == sniff.GZIP_MAGIC
+    if gz:  # decompressed once: the lines, and where the stream breaks
+        data, damage = sniff.gunzip(path.read_bytes())
+    else:
+        data, damage = scan.read_scanned(path), None
     fp = parse_bytes(
-        scan.read_scanned(path), source_file=source_file, host=host or path.parent.name,
+        data, source_file=source_file, host=host or path.parent.name,
         tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
         day_window=boots.day_window(path, tz),
     )
     # A gzip cut short gives the events before the cut; the lost rest is quarantined, not hidden.
-    if (damage := sniff.gzip_damage(path)) is not None:
+    if damage is not None:
         fp.rejects.append(Rejected(None, "bad_gzip", "", f"{source_file}: {damage}"))
     return fp
 

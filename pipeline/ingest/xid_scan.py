@@ -20,12 +20,12 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.ingest import sniff
 from pipeline.ingest import xid_journal as journal
 
 try:
@@ -63,7 +63,7 @@ def read_bytes(path: Path) -> bytes:
     concatenated gzip members are all read.
     """
     with open(path, "rb") as f:
-        return _gunzip(f.read())
+        return sniff.gunzip(f.read())[0]
 
 
 def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
@@ -79,8 +79,8 @@ def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
         head = b""
         while len(head) < _HEAD and (more := f.read(_HEAD - len(head))):
             head += more
-        if head[:2] == b"\x1f\x8b" or is_human(head) or journal.is_json_log(head):
-            return _gunzip(head + f.readall())
+        if head[:2] == sniff.GZIP_MAGIC or is_human(head) or journal.is_json_log(head):
+            return sniff.gunzip(head + f.readall())[0]
         lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
     lines = _rewrite(lines, special, None)
     if lines is None:
@@ -144,20 +144,6 @@ def _with_marks(lines: list[tuple[int, bytes]], marks: list[tuple[int, bytes]]) 
     marks = [(no, journal.from_json(x) if x[:1] == b"{" else x) for no, x in marks
              if no not in have and x[:1] not in (b" ", b"\t")]
     return sorted(lines + marks, key=lambda x: x[0]) if marks else lines
-
-
-def _gunzip(data: bytes) -> bytes:
-    if data[:2] != b"\x1f\x8b":
-        return data
-    out = []
-    while data[:2] == b"\x1f\x8b":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out.append(d.decompress(data))
-        except zlib.error:
-            break
-        data = d.unused_data
-    return b"".join(out)
 
 
 def _xid_lines(buf: bytes) -> list[int]:

@@ -4,8 +4,8 @@ Reads ``failures`` (written by the stats stage) or, when that table is still emp
 derives the same events from ``tickets`` with the stats stage's rule
 (``stats.failure_parts`` x ``stats.failure_actions``, linked to an inventory serial), so
 ``fleetfault predict`` works on a warehouse where the stats stage has not run yet.
-When an ``inventory_observed`` table exists (serial, host, pci_bus_id, first_seen,
-last_seen: which serial telemetry saw in which slot), a serial that stops reporting while a
+From ``inventory_observed`` (the linking stage's record of which serial telemetry saw in
+which slot), a serial that stops reporting while a
 new serial appears in its host and bus within ``link.replace_window_days`` is an observed
 replacement too, dated at its last sample; a serial keeps its earliest failure of either kind.
 Writes nothing. The GPU-day label itself (replaced within ``predict.horizon_days``, days
@@ -22,10 +22,6 @@ def _quoted(values: list[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values) or "NULL"
 
 
-#: The columns an ``inventory_observed`` table needs before its swaps are used as labels.
-OBSERVED_COLUMNS = {"serial", "host", "pci_bus_id", "first_seen", "last_seen"}
-
-
 def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
     """A SQL relation with ``serial, failed_at`` (UTC): one row per GPU replacement."""
     if wh.scalar("SELECT count(*) FROM failures", step="predict: count failures"):
@@ -36,21 +32,13 @@ def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
         AND t.part_code IN ({_quoted(cfg.stats.failure_parts)})
         AND t.action_code IN ({_quoted(cfg.stats.failure_actions)})
         AND t.serial IN (SELECT serial FROM inventory)"""
-    observed = observed_swaps_sql(wh, cfg)
-    if observed is None:
-        return tickets
-    return f"SELECT serial, min(failed_at) AS failed_at FROM ({tickets} UNION ALL {observed}) GROUP BY serial"
+    return (f"SELECT serial, min(failed_at) AS failed_at FROM ({tickets} UNION ALL {observed_swaps_sql(cfg)}) "
+            "GROUP BY serial")
 
 
-def observed_swaps_sql(wh: Warehouse, cfg: Config) -> str | None:
-    """Replacements seen in telemetry (``serial, failed_at``), or None without a usable
-    ``inventory_observed`` table (the linking stage adds it)."""
-    if not wh.table_exists("inventory_observed"):
-        return None
-    cols = {r[0] for r in wh.sql("SELECT column_name FROM information_schema.columns "
-                                 "WHERE table_name = 'inventory_observed'", step="predict: observed columns")}
-    if not OBSERVED_COLUMNS <= cols:
-        return None
+def observed_swaps_sql(cfg: Config) -> str:
+    """Replacements seen in telemetry (``serial, failed_at``), from the linking stage's
+    ``inventory_observed`` (empty before telemetry has shown a swap)."""
     window = float(cfg.link.replace_window_days)
     # A serial that stopped before the data's last day while another serial started in its
     # slot around then was swapped; one still reporting at the end was not.
