@@ -25,6 +25,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.engine import DuckDBEngine, Engine
 from pipeline.errors import EngineError, FleetfaultError, SchemaError
 from pipeline.schemas import TableSchema, all_schemas
 
@@ -160,6 +161,7 @@ class Warehouse:
         self.schemas: dict[str, TableSchema] = all_schemas()
         self.run_id: int | None = None
         self._in_tx = False
+        self._engine: Engine | None = None
         if not read_only:
             self.migrate()
 
@@ -236,6 +238,13 @@ class Warehouse:
         return int(self.scalar("SELECT value FROM schema_meta WHERE key='version'"))
 
     # -- SQL -------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The engine that runs this warehouse's SQL steps (DuckDB over this file)."""
+        if self._engine is None:
+            self._engine = DuckDBEngine(self.con)
+        return self._engine
+
     def sql(self, sql: str, params: list | dict | None = None, *, step: str = "sql") -> list[tuple]:
         """Execute one SQL step and return all its rows; failures raise :class:`EngineError`
         naming the step. (DuckDB 2 wants every result consumed before the next statement.)"""

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.hosts import host_key, host_key_sql
+from pipeline.vocab.hosts import host_key, host_key_sql
 from pipeline.link.observed import OBSERVED_SQL, STALE_SQL, reconciled_inventory_sql
 from pipeline.link.slots import detect_base, slot_in_text, slot_number
 from pipeline.link.tickets import link_frame, serials_in_text

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.ingest import smi
-from pipeline.ingest.hosts import host_key, host_key_sql
+from pipeline.vocab.hosts import host_key, host_key_sql
 from pipeline.ingest.inventory import run as inventory_run
 from pipeline.ingest.smi import parse_smi_files
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pipeline.collect.fields import FIELDS, GPU_LOST, NOT_AVAILABLE, NOT_SUPPORTED, UNKNOWN_ERROR, Field, header_line
 from pipeline.errors import DependencyMissing, FleetfaultError
-from pipeline.ingest.hosts import host_key
+from pipeline.vocab.hosts import host_key
 
 log = logging.getLogger(__name__)
 

@@ -68,6 +68,11 @@ class Engine(ABC):
         """A query's result as a list of tuples."""
         return self.pl(sql, step=step).rows()
 
+    def scalar(self, sql: str, *, step: str):
+        """The first column of a query's first row (None when it has no rows)."""
+        rows = self.rows(sql, step=step)
+        return rows[0][0] if rows else None
+
     def create_table(self, name: str, sql: str, *, step: str | None = None) -> None:
         """``CREATE OR REPLACE`` a temporary table (a view in Spark) from a SELECT."""
         self.execute(self.dialect.create_temp(name, sql), step=step or f"create {name}")

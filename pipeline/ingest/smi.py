@@ -30,7 +30,7 @@ import duckdb
 import polars as pl
 
 from pipeline.ingest import smi_facts, smi_headers, smi_native, sniff
-from pipeline.ingest.hosts import host_key, host_key_sql
+from pipeline.vocab.hosts import host_key, host_key_sql
 from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
 from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
 from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, has_lone_cr, read_exact, scratch

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import polars as pl
 
-from pipeline.ingest.hosts import host_key_sql
+from pipeline.vocab.hosts import host_key_sql
 from pipeline.ingest.smi_fields import TIMESTAMP_FORMATS, Field, bad_sql, clean_sql, failing_sql
 
 #: fact metric -> candidate columns (first present wins; canonical names, see smi_fields.ALIASES).

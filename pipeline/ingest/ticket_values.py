@@ -16,7 +16,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from pipeline.ingest.hosts import host_key
+from pipeline.vocab.hosts import host_key
 from pipeline.ingest.ticket_columns import cell_text, clean_serial, parse_when
 
 #: Values read per column: enough to judge, few enough to be instant on any export.

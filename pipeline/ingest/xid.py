@@ -30,7 +30,7 @@ import polars as pl
 from pipeline.ingest import sniff
 from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_scan as scan
-from pipeline.ingest.hosts import host_key
+from pipeline.vocab.hosts import host_key
 from pipeline.ingest.xid_parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
 from pipeline.timeutil import parse_datetime
 from pipeline.warehouse import Loaded, Rejected

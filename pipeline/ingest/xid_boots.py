@@ -100,9 +100,9 @@ def boot_table(segs: pl.DataFrame, config_boots: dict[str, datetime] | None = No
     """Per (file_id, boot_seg): the boot instant, ``ts_quality`` and ``ts_error_s``.
 
     ``segs`` has ``file_id`` and the :data:`SEGMENT_SCHEMA` columns; ``config_boots`` maps
-    a host key (:func:`pipeline.ingest.hosts.host_key`) to a configured boot (naive UTC).
+    a host key (:func:`pipeline.vocab.hosts.host_key`) to a configured boot (naive UTC).
     """
-    from pipeline.ingest.hosts import host_key
+    from pipeline.vocab.hosts import host_key
 
     config_boots = config_boots or {}
     rows: list[tuple] = []

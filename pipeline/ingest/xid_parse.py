@@ -18,7 +18,7 @@ from pipeline.ingest import xid_boots as boots
 from pipeline.ingest import xid_formats as fmt
 from pipeline.ingest import xid_journal as journal
 from pipeline.ingest import xid_scan as scan
-from pipeline.ingest.hosts import host_key
+from pipeline.vocab.hosts import host_key
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Rejected
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.ingest.hosts import host_key_sql
+from pipeline.vocab.hosts import host_key_sql
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ The ticket is read as the field writes it first: the serial taken out in an expo
 part-swap list (``removed_serial``) before the serial cell, and where neither is given a
 serial written in its free text that is an inventory serial and not the one fitted
 (``serial_in_text``); hosts as short names, FQDNs, in any case or as the address the
-inventory's ``ip`` column gives (:func:`pipeline.ingest.hosts.host_key`); slots in words
+inventory's ``ip`` column gives (:func:`pipeline.vocab.hosts.host_key`); slots in words
 or numbers of either language, from the slot cell or else the text
 (:mod:`pipeline.link.slots`), shifted by the point's slot base (``link.slot_base``, else
 detected from the point's serial-linked tickets). Where telemetry saw GPUs the registry
@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 import polars as pl
 from rapidfuzz.distance import OSA
 
-from pipeline.ingest.hosts import host_key
+from pipeline.vocab.hosts import host_key
 from pipeline.ingest.ticket_columns import clean_serial, rounded_serial
 from pipeline.link import observed
 from pipeline.link.slots import detect_base, slot_in_text

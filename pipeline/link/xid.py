@@ -23,7 +23,7 @@ import polars as pl
 
 from datetime import datetime
 
-from pipeline.ingest.hosts import host_key_sql
+from pipeline.vocab.hosts import host_key_sql
 from pipeline.ingest.xid_boots import date_events
 from pipeline.ingest.xid_catalog import load_catalog
 
@@ -142,7 +142,7 @@ LEFT JOIN _xid_catalog c ON c.kind = l.kind AND l.xid BETWEEN c.code_lo AND c.co
 """
 
 
-#: ``host_key(h)`` in the linking SQL (:mod:`pipeline.ingest.hosts`): ``node-018`` is ``NODE-018.cluster.local``.
+#: ``host_key(h)`` in the linking SQL (:mod:`pipeline.vocab.hosts`): ``node-018`` is ``NODE-018.cluster.local``.
 _HOST_KEY_MACRO = "CREATE OR REPLACE TEMP MACRO host_key(h) AS " + host_key_sql("h")
 
 
