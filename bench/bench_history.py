@@ -1,0 +1,111 @@
+"""Acceptance bench for the ingest's speed on the shape fleets write (issue 18).
+
+Fleets write one nvidia-smi log and one kernel log per host and day. On such a fleet this
+times, in one process and one run:
+
+* ``bare smi`` / ``bare kernel``: ONE DuckDB ``read_csv`` of every line of every telemetry
+  (kernel) file, all-varchar, one column, no quoting: what reading the bytes costs;
+* ``smi`` / ``xid``: the nightly job's stages on a fresh warehouse (inventory loaded first,
+  untimed), each with the derivation run.py runs after it (``gpu_days``, ``xid_events``).
+
+It prints each time and the ratios stage / bare (the issue's target: within 10x each on a
+512-GPU x 120-day fleet; smi + xid within 6 minutes on 2 cores for 2,000 GPUs x 365 days).
+The bare reads run twice (before and after the stages) and the faster counts, so the page
+cache favours the baseline, not the stages.
+
+Run::
+
+    nice .venv/bin/python bench/bench_history.py --data /tmp/f512 \
+        --simulate "--gpus 512 --days 120 --seed 7 --daily-dmesg-share 1"
+
+``--simulate`` writes the fleet with ``fleetfault simulate`` first when ``--data`` does not
+exist yet (one telemetry file per host and day; ``--daily-dmesg-share 1`` makes the kernel
+logs one file per host and day too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*") if p.is_file())
+
+
+def bare_read(files: list[str]) -> tuple[float, int]:
+    """Seconds and lines for one all-varchar ``read_csv`` of every line of ``files``."""
+    con = duckdb.connect()
+    t0 = time.perf_counter()
+    n = con.sql(
+        "SELECT count(*) FROM read_csv($files, columns={'line': 'VARCHAR'}, header=false, delim=chr(1), "
+        "quote='', escape='', auto_detect=false, null_padding=true, ignore_errors=true, "
+        "strict_mode=false, filename=true)",
+        params={"files": files},
+    ).fetchall()[0][0]
+    return time.perf_counter() - t0, n
+
+
+def stage_seconds(data: Path, work: Path) -> dict[str, float]:
+    """Wall seconds of the smi and xid stages (run.py's order and derivations) on a new warehouse."""
+    from pipeline.config import load_config
+    from pipeline.run import run_pipeline
+
+    cfg = load_config(None)
+    wh, out = work / "bench.duckdb", work / "out"
+    run_pipeline(cfg, data, wh, out, stages=["inventory"])
+    times = {}
+    for stage in ("smi", "xid"):
+        t0 = time.perf_counter()
+        run_pipeline(cfg, data, wh, out, stages=[stage])
+        times[stage] = time.perf_counter() - t0
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, required=True, help="the fleet's input folder")
+    ap.add_argument("--simulate", default="", help="fleetfault simulate options, used when --data is missing")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    if not args.data.exists():
+        if not args.simulate:
+            sys.exit(f"{args.data} does not exist; give --simulate OPTIONS to write it")
+        subprocess.run([sys.executable, "-m", "pipeline.cli", "simulate", *shlex.split(args.simulate),
+                        "--out", str(args.data), "-q"], check=True, cwd=ROOT)
+    smi_files, kernel_files = _files(args.data / "telemetry"), _files(args.data / "kernel")
+    gz = [f for f in smi_files + kernel_files if f.endswith(".gz")]
+    print(f"{len(smi_files)} telemetry files, {len(kernel_files)} kernel files ({len(gz)} gzipped)")
+    bare = {"smi": [bare_read(smi_files)], "xid": [bare_read(kernel_files)]}
+    with tempfile.TemporaryDirectory(prefix="fleetfault-history-") as tmp:
+        stages = stage_seconds(args.data, Path(tmp))
+    bare["smi"].append(bare_read(smi_files))
+    bare["xid"].append(bare_read(kernel_files))
+    result = {"data": str(args.data), "telemetry_files": len(smi_files), "kernel_files": len(kernel_files)}
+    for stage in ("smi", "xid"):
+        b_s, lines = min(bare[stage])
+        result[stage] = {"stage_s": round(stages[stage], 2), "bare_s": round(b_s, 2), "lines": lines,
+                         "ratio": round(stages[stage] / b_s, 1)}
+        print(f"{stage:4s} stage {stages[stage]:8.1f} s   bare read_csv {b_s:6.2f} s ({lines:,} lines)   "
+              f"ratio {stages[stage] / b_s:5.1f}x")
+    total = stages["smi"] + stages["xid"]
+    result["smi_plus_xid_s"] = round(total, 1)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(f"smi + xid: {total:.1f} s ({total / 60:.1f} min); peak RSS {result['peak_rss_mib']} MiB")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
