@@ -9,7 +9,7 @@ mix a GPU host's kernel prints (NIC, NVMe, audit, OOM, AER, systemd ...). Then t
 * ``lines``: iterating its lines as bytes (what any line-by-line reader must pay);
 * ``prefilter``: for comparison, ``b"Xid" in line or b"NVRM" in line`` on every line (only
   finding the lines, no parsing);
-* ``ingest``: :func:`pipeline.ingest.xid.parse_file`, the xid stage's per-file loader
+* ``ingest``: :func:`pipeline.ingest.kernel.stage.parse_file`, the xid stage's per-file loader
   (read, find, parse, build the frames), with the native scanner where it is built;
 * ``ingest_py``: the same with the pure-Python scanner (``FLEETFAULT_XID_NATIVE=0``).
 
@@ -103,8 +103,8 @@ def main() -> None:
     ap.add_argument("--gzip", action="store_true", help="bench a gzip-compressed log (the floor then includes gunzip)")
     args = ap.parse_args()
 
-    from pipeline.ingest.xid import parse_file
-    from pipeline.ingest.xid_scan import native, read_bytes
+    from pipeline.ingest.kernel.stage import parse_file
+    from pipeline.ingest.kernel.scan import native, read_bytes
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gpu-a01" / "kern.log"

@@ -291,7 +291,7 @@ def run_smi(path: Path, rng: random.Random, ctx: dict) -> list[str]:
 
 
 def run_kernel(path: Path, rng: random.Random, ctx: dict) -> list[str]:
-    from pipeline.ingest.xid import loader
+    from pipeline.ingest.kernel.stage import loader
 
     loaded = loader("h", rng.choice(["UTC", "Asia/Shanghai"]), None)(path, 7)
     _reconcile(loaded, "kernel")

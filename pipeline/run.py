@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
     ("smi", "pipeline.ingest.smi:run"),
-    ("xid", "pipeline.ingest.xid:run"),
+    ("xid", "pipeline.ingest.kernel:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
     ("normalize", "pipeline.normalize.stage:run"),
     ("link", "pipeline.link.tickets:run"),

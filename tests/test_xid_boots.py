@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.ingest.xid import parse_xid_files
-from pipeline.ingest.xid_boots import boot_table, day_window
+from pipeline.ingest.kernel.stage import parse_xid_files
+from pipeline.ingest.kernel.boots import boot_table, day_window
 
 TZ = "Asia/Shanghai"  # local days start at 16:00 UTC
 B0 = datetime(2025, 2, 20, 3, 0, 0)  # booted before the data: no file marks it
@@ -119,7 +119,7 @@ def test_spans_of_two_unmarked_boots_are_not_merged():
 
 def test_stage_arrival_order_gives_identical_events(tmp_path):
     from pipeline.config import config_from_dict
-    from pipeline.ingest import xid
+    from pipeline.ingest.kernel import stage as xid
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import xid_scan
-from pipeline.ingest.xid import parse_bytes, parse_file
+from pipeline.ingest.kernel import scan as xid_scan
+from pipeline.ingest.kernel.stage import parse_bytes, parse_file
 
 REF = datetime(2024, 3, 6, 12)
 NOT_BUILT = ("the native scanner pipeline.ingest._xidscan is not built (no C compiler at install); "

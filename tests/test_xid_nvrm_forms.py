@@ -18,8 +18,8 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
-from pipeline.ingest import xid_scan
-from pipeline.ingest.xid import parse_xid_files
+from pipeline.ingest.kernel import scan as xid_scan
+from pipeline.ingest.kernel.stage import parse_xid_files
 
 T0 = datetime(2024, 3, 5, 10, 11, 12, 123456)  # UTC; the host's zone is UTC
 UP0 = 86012.5
@@ -115,7 +115,7 @@ def test_codeless_forms_in_every_prefix_style(tmp_path, monkeypatch, style, nati
         assert abs((ts - w).total_seconds()) < 1.0, style
     assert set(df["ts_quality"]) == {"exact"}
     # the banner marks the boot where the line has a clock and no uptime
-    from pipeline.ingest.xid import parse_file
+    from pipeline.ingest.kernel.stage import parse_file
 
     marks = parse_file(path, tz="UTC").segments.filter(pl.col("boot_seg") < 0)["boot_at"].to_list()
     clock_only = style in ("dmesg_T", "dmesg_iso", "dmesg_x_iso", "syslog", "rfc3339", "journal_iso",
@@ -141,7 +141,7 @@ def test_the_one_line_fall_merges_with_its_xid_79_across_files(tmp_path):
 
 def test_an_elided_id_is_counted_on_its_host(tmp_path):
     from pipeline.config import config_from_dict
-    from pipeline.ingest import xid
+    from pipeline.ingest.kernel import stage as xid
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 

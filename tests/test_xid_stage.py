@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from pipeline.config import config_from_dict
-from pipeline.ingest.xid import CONTRACT_COLUMNS, parse_xid_files
-from pipeline.ingest.xid_catalog import SEVERITIES, SYMPTOMS, classify, load_catalog
+from pipeline.ingest.kernel.stage import CONTRACT_COLUMNS, parse_xid_files
+from pipeline.ingest.kernel.catalog import SEVERITIES, SYMPTOMS, classify, load_catalog
 from pipeline.run import run_pipeline
 from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
 
@@ -196,7 +196,7 @@ def test_export_xid_has_contract_columns(tmp_path, cli):
 
 @pytest.mark.parametrize("name", ["kern.log", "kern.log.1", "syslog.2.gz", "dmesg-T-20240305-1010.log"])
 def test_kernel_files_picks_rotations(tmp_path, name):
-    from pipeline.ingest.xid import kernel_files
+    from pipeline.ingest.kernel.stage import kernel_files
 
     (tmp_path / "kernel" / "h").mkdir(parents=True)
     (tmp_path / "kernel" / "h" / name).write_text("x\n")

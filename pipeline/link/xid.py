@@ -1,6 +1,6 @@
 """Derive ``xid_events``: each Xid/SXid event once, classified and linked to its GPU.
 
-Reads: ``xid_raw`` and ``gpu_map`` (per-file, from :mod:`pipeline.ingest.xid`), ``gpu_days``
+Reads: ``xid_raw`` and ``gpu_map`` (per-file, from :mod:`pipeline.ingest.kernel.stage`), ``gpu_days``
 (telemetry: host + pci_bus_id on a day), ``inventory`` and the Xid catalog.
 Writes: ``xid_events`` (replaced on every run: it is a pure function of its inputs).
 
@@ -24,8 +24,8 @@ import polars as pl
 from datetime import datetime
 
 from pipeline.vocab.hosts import host_key_sql
-from pipeline.ingest.xid_boots import date_events
-from pipeline.ingest.xid_catalog import load_catalog
+from pipeline.ingest.kernel.boots import date_events
+from pipeline.ingest.kernel.catalog import load_catalog
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
 _DEDUPE = """
@@ -162,7 +162,7 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
 
 def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     """Rebuild ``xid_events`` from ``xid_raw``, ``kernel_segments`` (each host's boots:
-    uptime-only lines dated from any file, :mod:`pipeline.ingest.xid_boots`), ``gpu_map``,
+    uptime-only lines dated from any file, :mod:`pipeline.ingest.kernel.boots`), ``gpu_map``,
     ``gpu_days`` and ``inventory``. ``boot_times``: host key -> configured boot (naive UTC).
 
     Returns the number of events.

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.ingest import sniff
-from pipeline.ingest import xid_journal as journal
+from pipeline.ingest.kernel import journal
 
 try:
     from pipeline.ingest import _xidscan

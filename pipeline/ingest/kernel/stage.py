@@ -2,12 +2,12 @@
 
 Reads: ``DATA/kernel/<host>/*.log[.gz]`` (dmesg, ``dmesg -T/-H/-x/-r/--time-format iso``, syslog,
 RFC 5424, journalctl short/-precise/-monotonic/-iso/-full/-unix/json/verbose, shippers' JSON,
-kern.log; see :mod:`pipeline.ingest.xid_formats`), the inventory (a host's site
+kern.log; see :mod:`pipeline.ingest.kernel.formats`), the inventory (a host's site
 gives its time zone) and ``kernel.boot_times`` in the config.
 Writes, per file (through the file registry, so reloading is incremental): ``xid_raw`` (every
 event line as read), ``gpu_map`` (the driver's ``GPU at PCI:... GPU-<uuid>`` and
 ``GPU Board Serial Number`` lines) and ``kernel_segments`` (its boots, for the host's boot
-table: :mod:`pipeline.ingest.xid_boots`). Then :mod:`pipeline.link.xid` derives ``xid_events``:
+table: :mod:`pipeline.ingest.kernel.boots`). Then :mod:`pipeline.link.xid` derives ``xid_events``:
 one row per event however many files saw it, dated from its host's boots where the line
 carries only an uptime, linked to its GPU's serial.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.ingest import sniff
-from pipeline.ingest import xid_boots as boots
-from pipeline.ingest import xid_scan as scan
+from pipeline.ingest.kernel import boots
+from pipeline.ingest.kernel import scan
 from pipeline.vocab.hosts import host_key
-from pipeline.ingest.xid_parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
+from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
 from pipeline.timeutil import parse_datetime
 from pipeline.warehouse import Loaded, Rejected
 

@@ -1,6 +1,6 @@
 """Parse one kernel log's candidate lines into events and GPU-map rows, vectorized.
 
-:mod:`pipeline.ingest.xid_scan` finds the few lines that matter; here every regular
+:mod:`pipeline.ingest.kernel.scan` finds the few lines that matter; here every regular
 expression runs once over all of them in polars (Rust), and the little that depends on
 the order of lines (boots, years, an SXid's companion lines, the multi-line "fallen off the
 bus" message, a serial following its "GPU at" line) is a column operation or a loop over a
@@ -14,10 +14,10 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from pipeline.ingest import xid_boots as boots
-from pipeline.ingest import xid_formats as fmt
-from pipeline.ingest import xid_journal as journal
-from pipeline.ingest import xid_scan as scan
+from pipeline.ingest.kernel import boots
+from pipeline.ingest.kernel import formats as fmt
+from pipeline.ingest.kernel import journal
+from pipeline.ingest.kernel import scan
 from pipeline.vocab.hosts import host_key
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Rejected
@@ -45,7 +45,7 @@ class FileParse:
     rejects: list[Rejected]
     rows_skipped: int
     #: per boot within the file, what dates its uptime-only lines from other files
-    #: (:func:`pipeline.ingest.xid_boots.segments`)
+    #: (:func:`pipeline.ingest.kernel.boots.segments`)
     segments: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=boots.SEGMENT_SCHEMA))
 
     @property
@@ -203,7 +203,7 @@ def parse_bytes(
     ----------
     buf : bytes or xid_scan.Scanned
         The whole (decompressed) file, or what the native scanner already found in it
-        (:func:`pipeline.ingest.xid_scan.read_scanned`).
+        (:func:`pipeline.ingest.kernel.scan.read_scanned`).
     source_file, host : str
         Recorded on every row; a syslog line naming another host overrides ``host`` (one
         naming the same host in other case or with/without its domain keeps ``host``).
@@ -227,7 +227,7 @@ def parse_bytes(
         that puts it nearest.
     day_window : (datetime, datetime), optional
         The UTC interval of the local day the file is named for, recorded with its boots
-        (:func:`pipeline.ingest.xid_boots.day_window`) to date them from other files.
+        (:func:`pipeline.ingest.kernel.boots.day_window`) to date them from other files.
     """
     if isinstance(buf, bytes):  # a byte-array MESSAGE holds no literal Xid for the search
         buf = journal.decode_array_messages(buf)
