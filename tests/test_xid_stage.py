@@ -185,6 +185,13 @@ def test_catalog_is_complete_and_valid():
     assert classify("Xid", 4242)["severity"] == "unknown"
 
 
+def test_catalog_knows_the_driver_failing_to_bring_a_gpu_up():
+    row = classify("RmInitAdapter", 0)
+    assert (row["severity"], row["symptom_code"], row["mnemonic"]) == ("critical", "BOOT_FAILURE", "RM_INIT_ADAPTER_FAILED")
+    assert row["hardware"] is False and "osinit.c" in row["source"]
+    assert classify("RmInitAdapter", 1)["severity"] == "unknown"  # only the code the parser writes
+
+
 def test_export_xid_has_contract_columns(tmp_path, cli):
     d = _data(tmp_path)
     wh = tmp_path / "wh.duckdb"

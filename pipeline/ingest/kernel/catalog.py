@@ -2,7 +2,8 @@
 
 Data, not code: a row per Xid code and a row per SXid class (a range of codes), each with
 NVIDIA's mnemonic, cause flags, a severity, the resolution bucket, whether it indicates
-hardware, the contract symptom_code it maps to and its source. Codes the catalog lacks are
+hardware, the contract symptom_code it maps to and its source; and a row per driver message
+read as an event of its own kind (``RmInitAdapter``, code 0). Codes the catalog lacks are
 classified ``severity='unknown'`` and kept.
 """
 
@@ -47,6 +48,7 @@ def load_catalog(path: str | None = None) -> pl.DataFrame:
     rows, problems = [], []
     specs = [("Xid", int(code), int(code), spec) for code, spec in (raw.get("codes") or {}).items()]
     specs += [("SXid", int(s["first"]), int(s["last"]), s) for s in raw.get("sxid_classes") or []]
+    specs += [(str(s.get("kind")), int(s["code"]), int(s["code"]), s) for s in raw.get("driver_events") or []]
     for kind, lo, hi, s in specs:
         where = f"{p.name}: {kind} {lo}" + (f"-{hi}" if hi != lo else "")
         if s.get("severity") not in SEVERITIES:
@@ -73,6 +75,8 @@ def classify(kind: str, code: int) -> dict:
 
     >>> classify("Xid", 79)["symptom_code"]
     'FELL_OFF_BUS'
+    >>> classify("RmInitAdapter", 0)["symptom_code"]
+    'BOOT_FAILURE'
     >>> classify("Xid", 9999)["severity"]
     'unknown'
     """
