@@ -72,6 +72,7 @@ def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
     from pipeline.config import load_config
     from pipeline.ingest import inventory, kernel, smi
     from pipeline.ingest.kernel.boots import day_window
+    from pipeline.link.xid import derive
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
@@ -82,6 +83,7 @@ def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
         inventory.run(ctx)
         smi.run(ctx)
         kernel.run(ctx)
+        derive(ctx)  # (as pipeline.run does after the stage)
         loaded = dict(wh.sql("SELECT split_part(path, '/', 2), sum(rows_loaded) FROM files WHERE stage = 'smi' GROUP BY 1"))
         events = wh.sql("SELECT host, uptime_s, ts, source_file, ts_quality, ts_error_s FROM xid_events "
                         "WHERE host IN (SELECT unnest(?::VARCHAR[]))",

@@ -119,7 +119,8 @@ def test_spans_of_two_unmarked_boots_are_not_merged():
 
 def test_stage_arrival_order_gives_identical_events(tmp_path):
     from pipeline.config import config_from_dict
-    from pipeline.ingest.kernel import stage as xid
+    from pipeline.ingest import kernel
+    from pipeline.link.xid import derive
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
@@ -135,7 +136,9 @@ def test_stage_arrival_order_gives_identical_events(tmp_path):
             for batch in runs:
                 for p in batch:
                     (folder / p.name).write_bytes(p.read_bytes())
-                xid.run(RunContext(cfg, wh, data, tmp_path / "out"))
+                ctx = RunContext(cfg, wh, data, tmp_path / "out")
+                kernel.run(ctx)
+                derive(ctx)  # (as pipeline.run does after the stage)
             tables.append(wh.pl("SELECT * FROM xid_events ORDER BY event_id"))
     assert tables[0].height == len(XIDS)
     assert tables[0].filter(pl.col("ts_quality") == "estimated").height == 3

@@ -141,7 +141,8 @@ def test_the_one_line_fall_merges_with_its_xid_79_across_files(tmp_path):
 
 def test_an_elided_id_is_counted_on_its_host(tmp_path):
     from pipeline.config import config_from_dict
-    from pipeline.ingest.kernel import stage as xid
+    from pipeline.ingest import kernel
+    from pipeline.link.xid import derive
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
@@ -150,7 +151,9 @@ def test_an_elided_id_is_counted_on_its_host(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(_log("kern_log"))
     with Warehouse(tmp_path / "w.duckdb") as wh:
-        xid.run(RunContext(config_from_dict({}), wh, data, tmp_path / "out"))
+        ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
+        kernel.run(ctx)
+        derive(ctx)  # (as pipeline.run does after the stage)
         rows = wh.sql("SELECT host, kind, xid, count(*) FROM xid_events WHERE pci_bus_id IS NULL GROUP BY ALL ORDER BY 2")
         classes = wh.sql("SELECT DISTINCT severity, symptom_code, mnemonic FROM xid_events WHERE kind = 'RmInitAdapter'")
     assert rows == [("gpu-a01", "RmInitAdapter", 0, 1), ("gpu-a01", "Xid", 145, 1)]

@@ -7,9 +7,9 @@ gives its time zone) and ``kernel.boot_times`` in the config.
 Writes, per file (through the file registry, so reloading is incremental): ``xid_raw`` (every
 event line as read), ``gpu_map`` (the driver's ``GPU at PCI:... GPU-<uuid>`` and
 ``GPU Board Serial Number`` lines) and ``kernel_segments`` (its boots, for the host's boot
-table: :mod:`pipeline.ingest.kernel.boots`). Then :mod:`pipeline.link.xid` derives ``xid_events``:
-one row per event however many files saw it, dated from its host's boots where the line
-carries only an uptime, linked to its GPU's serial.
+table: :mod:`pipeline.ingest.kernel.boots`). After the stage, :func:`pipeline.link.xid.derive`
+derives ``xid_events`` from them: one row per event however many files saw it, dated from
+its host's boots where the line carries only an uptime, linked to its GPU's serial.
 
 Why: Xid messages are the GPU's own account of what went wrong. Hosts lose them on restart
 and flood on application Xids; the warehouse keeps all of them, classified by the catalog.
@@ -178,24 +178,28 @@ def kernel_files(data_dir: Path) -> dict[str, list[Path]]:
 
 def host_zones(ctx) -> dict[str, str]:
     """host key (:func:`host_key`) -> time zone, through the inventory's site."""
-    rows = ctx.wh.sql("SELECT host, any_value(site) FROM inventory WHERE host IS NOT NULL GROUP BY host", step="xid: host sites")
+    rows = ctx.wh.engine.rows("SELECT host, any_value(site) FROM inventory WHERE host IS NOT NULL GROUP BY host",
+                              step="xid: host sites")
     return {host_key(h): ctx.cfg.site_tz(s) for h, s in rows}
 
 
-def run(ctx) -> None:
-    """Stage: load new or changed kernel logs, then derive the linked ``xid_events``."""
-    from pipeline.link.xid import derive_xid_events
+def configured_boots(ctx, zones: dict[str, str] | None = None) -> dict[str, datetime]:
+    """host key -> the boot ``kernel.boot_times`` gives it (naive UTC; read in the host's zone)."""
+    zones = host_zones(ctx) if zones is None else zones
+    return {host_key(h): parse_datetime(t, zones.get(host_key(h), ctx.cfg.time.default_tz))
+            for h, t in ctx.cfg.kernel.boot_times.items()}
 
+
+def run(ctx) -> None:
+    """Stage: load new or changed kernel logs into ``xid_raw``, ``gpu_map`` and
+    ``kernel_segments``. (``xid_events`` is derived from them after the stage:
+    :func:`pipeline.link.xid.derive`.)"""
     files = kernel_files(ctx.data_dir)
     if not files:
         ctx.note(STAGE, f"no kernel logs under {ctx.data_dir / 'kernel'}")
     zones = host_zones(ctx)
     boots = ctx.cfg.kernel.boot_times
-    configured = {host_key(h): parse_datetime(t, zones.get(host_key(h), ctx.cfg.time.default_tz))
-                  for h, t in boots.items()}
     for host, paths in files.items():
         tz = zones.get(host_key(host), ctx.cfg.time.default_tz)
         boot = parse_datetime(boots[host], tz) if host in boots else None
         ctx.ingest_files(STAGE, paths, loader(host, tz, boot, ctx.file_key))
-    n = derive_xid_events(ctx.wh, configured)
-    ctx.report(STAGE).rows_out = n
