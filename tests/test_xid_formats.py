@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.ingest.kernel.stage import parse_bytes, parse_file
 from pipeline.ingest.kernel.formats import canonical_pci_text
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 REF = datetime(2024, 3, 6, 12)
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."

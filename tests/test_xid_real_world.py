@@ -17,9 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.ingest.kernel.stage import parse_bytes, parse_xid_files
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 REF = datetime(2024, 3, 6, 12)
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."

@@ -13,9 +13,7 @@ from pipeline.config import config_from_dict
 from pipeline.ingest.kernel.stage import CONTRACT_COLUMNS, parse_xid_files
 from pipeline.ingest.kernel.catalog import SEVERITIES, SYMPTOMS, classify, load_catalog
 from pipeline.run import run_pipeline
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 UUID = "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
 DMESG = f"""[    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-045) #115-Ubuntu SMP

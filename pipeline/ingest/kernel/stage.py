@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,14 +30,13 @@ import polars as pl
 
 from pipeline.ingest import sniff
 from pipeline.ingest.kernel import boots
-from pipeline.ingest.kernel import scan
 from pipeline.vocab.hosts import host_key
-from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, parse_bytes
+from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, LogText, parse_bytes, parse_texts
 from pipeline.timeutil import parse_datetime
 from pipeline.warehouse import Loaded, Rejected
 
-__all__ = ["CONTRACT_COLUMNS", "MAP_SCHEMA", "RAW_SCHEMA", "FileParse", "parse_bytes", "parse_file",
-           "parse_xid_files", "run"]
+__all__ = ["CONTRACT_COLUMNS", "MAP_SCHEMA", "RAW_SCHEMA", "FileParse", "KernelFile", "parse_bytes", "parse_file",
+           "parse_files", "parse_xid_files", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -71,30 +71,75 @@ def reference_time(path: Path) -> tuple[datetime, bool]:
         return datetime.now(timezone.utc).replace(tzinfo=None), True
 
 
+@dataclass(frozen=True)
+class KernelFile:
+    """One kernel log to read, with what its rows record (``source_file``: default the path)."""
+
+    path: Path
+    host: str
+    tz: str = "UTC"
+    boot_time: datetime | None = None
+    source_file: str | None = None
+    boot_check: bool = False
+
+
+def parse_files(files: Sequence[KernelFile]) -> list[FileParse]:
+    """Read and parse many kernel logs (plain or gzip) in one pass; one result per file, in
+    order. A file that cannot be read at all is one quarantine row naming why (its sniff
+    verdict: ``empty_file``, ``bad_gzip``, ``binary_file``, ``bad_encoding``); a gzip cut
+    short gives the events before the cut and a ``bad_gzip`` row for the lost rest."""
+    texts: list[LogText] = []
+    whole: dict[int, Rejected] = {}
+    damaged: dict[int, Rejected] = {}
+    windows = boots.day_windows([(f.path, f.tz) for f in files])
+    for k, f in enumerate(files):
+        source_file = f.source_file or str(f.path)
+        if (problem := sniff.file_problem(f.path)) is not None:  # nothing worth scanning: one row says why
+            whole[k] = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
+            continue
+        data, damage = sniff.gunzip(f.path.read_bytes())  # decompressed once: the lines, and where the stream breaks
+        if damage is not None:
+            damaged[k] = Rejected(None, "bad_gzip", "", f"{source_file}: {damage}")
+        ref, is_latest = reference_time(f.path)
+        texts.append(LogText(data, source_file, f.host, f.tz, f.boot_time, ref, f.boot_check, is_latest, windows[k]))
+    parsed = iter(parse_texts(texts))
+    out: list[FileParse] = []
+    for k in range(len(files)):
+        if k in whole:
+            out.append(FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [whole[k]], 0))
+            continue
+        fp = next(parsed)
+        if k in damaged:
+            fp.rejects.append(damaged[k])
+        out.append(fp)
+    return out
+
+
 def parse_file(path: Path, *, host: str | None = None, tz: str = "UTC", boot_time: datetime | None = None,
                source_file: str | None = None, boot_check: bool = False) -> FileParse:
-    """Parse one kernel log file (plain or gzip); the host defaults to its folder's name."""
+    """Parse one kernel log file (plain or gzip): :func:`parse_files` of one; the host
+    defaults to its folder's name."""
     path = Path(path)
-    source_file = source_file or str(path)
-    if (problem := sniff.file_problem(path)) is not None:  # nothing worth scanning: one row says why
-        whole = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
-        return FileParse(pl.DataFrame(schema=RAW_SCHEMA), pl.DataFrame(schema=MAP_SCHEMA), [whole], 0)
-    ref, is_latest = reference_time(path)
-    with open(path, "rb") as f:
-        gz = f.read(2) == sniff.GZIP_MAGIC
-    if gz:  # decompressed once: the lines, and where the stream breaks
-        data, damage = sniff.gunzip(path.read_bytes())
-    else:
-        data, damage = scan.read_scanned(path), None
-    fp = parse_bytes(
-        data, source_file=source_file, host=host or path.parent.name,
-        tz=tz, boot_time=boot_time, ref_time=ref, ref_is_latest=is_latest, boot_check=boot_check,
-        day_window=boots.day_window(path, tz),
-    )
-    # A gzip cut short gives the events before the cut; the lost rest is quarantined, not hidden.
-    if damage is not None:
-        fp.rejects.append(Rejected(None, "bad_gzip", "", f"{source_file}: {damage}"))
-    return fp
+    return parse_files([KernelFile(path, host or path.parent.name, tz, boot_time, source_file, boot_check)])[0]
+
+
+def batches(files: Sequence[KernelFile], max_bytes: int = 64 << 20, max_files: int = 2000) -> Iterator[list[KernelFile]]:
+    """``files`` in runs of at most ``max_files`` files and ``max_bytes`` bytes on disk (a
+    bigger file is a run of its own): what one parse, and one warehouse transaction, holds."""
+    run: list[KernelFile] = []
+    size = 0
+    for f in files:
+        try:
+            n = f.path.stat().st_size
+        except OSError:
+            n = 0
+        if run and (size + n > max_bytes or len(run) >= max_files):
+            yield run
+            run, size = [], 0
+        run.append(f)
+        size += n
+    if run:
+        yield run
 
 
 def parse_xid_files(
@@ -134,11 +179,14 @@ def parse_xid_files(
     if isinstance(boot_time, str):
         boot_time = parse_datetime(boot_time, tz)
     parts, seg_parts, rejects = [], [], []
-    for fid, path in enumerate(paths, start=1):
-        fp = parse_file(Path(path), host=host, tz=tz, boot_time=boot_time)
-        parts.append(fp.events.with_columns(file_id=pl.lit(fid, pl.Int64)))
-        seg_parts.append(fp.segments.with_columns(file_id=pl.lit(fid, pl.Int64)))
-        rejects.extend(fp.rejects)
+    files = [KernelFile(Path(p), host or Path(p).parent.name, tz, boot_time) for p in paths]
+    fid = 0
+    for run_ in batches(files):
+        for fp in parse_files(run_):
+            fid += 1
+            parts.append(fp.events.with_columns(file_id=pl.lit(fid, pl.Int64)))
+            seg_parts.append(fp.segments.with_columns(file_id=pl.lit(fid, pl.Int64)))
+            rejects.extend(fp.rejects)
     raw = pl.concat(parts) if parts else pl.DataFrame(schema={**RAW_SCHEMA, "file_id": pl.Int64})
     segs = pl.concat(seg_parts) if seg_parts else pl.DataFrame(schema={**boots.SEGMENT_SCHEMA, "file_id": pl.Int64})
     configured = {host_key(h): boot_time for h in set(segs["host"].to_list())} if boot_time is not None else {}
@@ -146,19 +194,21 @@ def parse_xid_files(
     return events.select(CONTRACT_COLUMNS), rejects
 
 
-def loader(host: str, tz: str, boot_time: datetime | None, key_of=None):
-    """A ``loader(path, file_id)`` for :meth:`Warehouse.ingest_file`."""
+def loader(files: dict[Path, KernelFile]):
+    """A batch ``loader([(path, file_id), ...])`` for :meth:`Warehouse.ingest_batch`: the
+    files read and parsed together, one :class:`Loaded` per file."""
 
-    def load(path: Path, file_id: int) -> Loaded:
-        fp = parse_file(path, host=host, tz=tz, boot_time=boot_time, source_file=key_of(path) if key_of else None,
-                        boot_check=True)
-        tables = {
-            "xid_raw": fp.events.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-            "gpu_map": fp.gpu_map.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-            "kernel_segments": fp.segments.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-        }
-        return Loaded(tables=tables, rows_read=fp.rows_read, rows_loaded=fp.events.height,
-                      rows_skipped=fp.rows_skipped, rejects=fp.rejects)
+    def load(items: list[tuple[Path, int]]) -> list[Loaded]:
+        out = []
+        for (_, file_id), fp in zip(items, parse_files([files[p] for p, _ in items])):
+            tables = {
+                "xid_raw": fp.events.with_columns(file_id=pl.lit(file_id, pl.Int64)),
+                "gpu_map": fp.gpu_map.with_columns(file_id=pl.lit(file_id, pl.Int64)),
+                "kernel_segments": fp.segments.with_columns(file_id=pl.lit(file_id, pl.Int64)),
+            }
+            out.append(Loaded(tables=tables, rows_read=fp.rows_read, rows_loaded=fp.events.height,
+                              rows_skipped=fp.rows_skipped, rejects=fp.rejects))
+        return out
 
     return load
 
@@ -192,14 +242,20 @@ def configured_boots(ctx, zones: dict[str, str] | None = None) -> dict[str, date
 
 def run(ctx) -> None:
     """Stage: load new or changed kernel logs into ``xid_raw``, ``gpu_map`` and
-    ``kernel_segments``. (``xid_events`` is derived from them after the stage:
-    :func:`pipeline.link.xid.derive`.)"""
-    files = kernel_files(ctx.data_dir)
-    if not files:
+    ``kernel_segments``, many files per parse and per transaction (:func:`batches`); the
+    registry still skips, replaces and counts each file on its own. (``xid_events`` is
+    derived from them after the stage: :func:`pipeline.link.xid.derive`.)"""
+    found = kernel_files(ctx.data_dir)
+    if not found:
         ctx.note(STAGE, f"no kernel logs under {ctx.data_dir / 'kernel'}")
     zones = host_zones(ctx)
-    boots = ctx.cfg.kernel.boot_times
-    for host, paths in files.items():
+    boot_times = ctx.cfg.kernel.boot_times
+    files: dict[Path, KernelFile] = {}
+    for host, paths in found.items():
         tz = zones.get(host_key(host), ctx.cfg.time.default_tz)
-        boot = parse_datetime(boots[host], tz) if host in boots else None
-        ctx.ingest_files(STAGE, paths, loader(host, tz, boot, ctx.file_key))
+        boot = parse_datetime(boot_times[host], tz) if host in boot_times else None
+        files.update((p, KernelFile(p, host, tz, boot, ctx.file_key(p), boot_check=True)) for p in paths)
+    load = loader(files)
+    for run_ in ctx.track(list(batches(list(files.values()))), f"{STAGE}: batches of files"):
+        paths = [f.path for f in run_]
+        ctx.tally(STAGE, ctx.wh.ingest_batch(STAGE, paths, load, keys=[f.source_file for f in run_]))
