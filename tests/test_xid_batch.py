@@ -65,8 +65,9 @@ NAMES = ["kern.log", "dmesg-20240305.log", "syslog-20240306", "messages", "journ
 def log_folders(draw) -> list[tuple[str, str, bytes, bool]]:
     """(host, file name, content, gzip) for a few files over a few hosts."""
     n = draw(st.integers(1, 5))
+    content = st.one_of(log_bytes(), log_bytes(), st.binary(max_size=300))  # arbitrary bytes too
     return [(draw(st.sampled_from(["gpu-a01", "gpu-b02"])), f"{k}-{draw(st.sampled_from(NAMES))}",
-             draw(log_bytes()), draw(st.booleans())) for k in range(n)]
+             draw(content), draw(st.booleans())) for k in range(n)]
 
 
 def _write(root: Path, files: list[tuple[str, str, bytes, bool]]) -> list[Path]:
