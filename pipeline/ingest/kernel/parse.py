@@ -292,13 +292,13 @@ def parse_texts(items: list[LogText]) -> list[FileParse]:
     segs = boots.segments(df, seg_boot, items)
     by_file = [{k: v for (k,), v in t.partition_by("fi", as_dict=True, include_key=False).items()}
                for t in (events, maps, segs)]
+    # (most files of a day's rotation have no event: they share one empty frame per table)
+    empty = [pl.DataFrame(schema=s) for s in (RAW_SCHEMA, MAP_SCHEMA, boots.SEGMENT_SCHEMA)]
     out = []
     for fi, n in enumerate(n_lines):
-        ev = by_file[0].get(fi, pl.DataFrame(schema=RAW_SCHEMA))
+        ev, gm, sg = (t.get(fi, e) for t, e in zip(by_file, empty))
         rej = rejects.get(fi, [])
-        out.append(FileParse(ev, by_file[1].get(fi, pl.DataFrame(schema=MAP_SCHEMA)), rej,
-                             max(n - ev.height - len(rej), 0),
-                             by_file[2].get(fi, pl.DataFrame(schema=boots.SEGMENT_SCHEMA))))
+        out.append(FileParse(ev, gm, rej, max(n - ev.height - len(rej), 0), sg))
     return out
 
 

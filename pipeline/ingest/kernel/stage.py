@@ -201,11 +201,8 @@ def loader(files: dict[Path, KernelFile]):
     def load(items: list[tuple[Path, int]]) -> list[Loaded]:
         out = []
         for (_, file_id), fp in zip(items, parse_files([files[p] for p, _ in items])):
-            tables = {
-                "xid_raw": fp.events.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-                "gpu_map": fp.gpu_map.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-                "kernel_segments": fp.segments.with_columns(file_id=pl.lit(file_id, pl.Int64)),
-            }
+            parts = {"xid_raw": fp.events, "gpu_map": fp.gpu_map, "kernel_segments": fp.segments}
+            tables = {t: df.with_columns(file_id=pl.lit(file_id, pl.Int64)) for t, df in parts.items() if df.height}
             out.append(Loaded(tables=tables, rows_read=fp.rows_read, rows_loaded=fp.events.height,
                               rows_skipped=fp.rows_skipped, rejects=fp.rejects))
         return out
@@ -254,7 +251,9 @@ def run(ctx) -> None:
     for host, paths in found.items():
         tz = zones.get(host_key(host), ctx.cfg.time.default_tz)
         boot = parse_datetime(boot_times[host], tz) if host in boot_times else None
-        files.update((p, KernelFile(p, host, tz, boot, ctx.file_key(p), boot_check=True)) for p in paths)
+        folder = ctx.file_key(paths[0].parent)  # (a file's key is its folder's and its name, unless it is a link)
+        files.update((p, KernelFile(p, host, tz, boot, ctx.file_key(p) if p.is_symlink() else f"{folder}/{p.name}",
+                                    boot_check=True)) for p in paths)
     load = loader(files)
     for run_ in ctx.track(list(batches(list(files.values()))), f"{STAGE}: batches of files"):
         paths = [f.path for f in run_]
