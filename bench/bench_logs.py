@@ -95,7 +95,7 @@ def main() -> None:
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'xid_events'").fetchall()} else []
     sel = ", ".join(["host", "uptime_s", "ts", "source_file"] + cols)
     rows = con.execute(f"SELECT {sel} FROM xid_events WHERE host IN (SELECT unnest(?::VARCHAR[]))", [daily]).fetchall()
-    from pipeline.ingest.xid_boots import day_window
+    from pipeline.ingest.kernel.boots import day_window
 
     stats: dict[str, list[float]] = {}
     undated = 0

@@ -9,9 +9,8 @@ mix a GPU host's kernel prints (NIC, NVMe, audit, OOM, AER, systemd ...). Then t
 * ``lines``: iterating its lines as bytes (what any line-by-line reader must pay);
 * ``prefilter``: for comparison, ``b"Xid" in line or b"NVRM" in line`` on every line (only
   finding the lines, no parsing);
-* ``ingest``: :func:`pipeline.ingest.xid.parse_file`, the xid stage's per-file loader
-  (read, find, parse, build the frames), with the native scanner where it is built;
-* ``ingest_py``: the same with the pure-Python scanner (``FLEETFAULT_XID_NATIVE=0``).
+* ``ingest``: :func:`pipeline.ingest.kernel.stage.parse_file`, what the xid stage does with
+  a file (read, find, parse, build the frames).
 
 Run: ``.venv/bin/python bench/bench_xid.py [--lines N] [--repeat R] [--gzip]``
 """
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import random
 import statistics
 import tempfile
@@ -103,8 +101,8 @@ def main() -> None:
     ap.add_argument("--gzip", action="store_true", help="bench a gzip-compressed log (the floor then includes gunzip)")
     args = ap.parse_args()
 
-    from pipeline.ingest.xid import parse_file
-    from pipeline.ingest.xid_scan import native, read_bytes
+    from pipeline.ingest.kernel.stage import parse_file
+    from pipeline.ingest.kernel.scan import read_bytes
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gpu-a01" / "kern.log"
@@ -125,27 +123,17 @@ def main() -> None:
                 src = gzip.open(path) if args.gzip else f
                 return [(no, x) for no, x in enumerate(src, 1) if b"Xid" in x or b"NVRM" in x]
 
-        def ingest_py():
-            os.environ["FLEETFAULT_XID_NATIVE"] = "0"
-            try:
-                return parse_file(path, tz="Asia/Shanghai")
-            finally:
-                del os.environ["FLEETFAULT_XID_NATIVE"]
-
-        has_native = native()
         parse_file(path, tz="Asia/Shanghai")  # warm the page cache and imports
         med = _medians({"read": lambda: read_bytes(path), "lines": lines, "prefilter": line_prefilter,
-                        "ingest": lambda: parse_file(path, tz="Asia/Shanghai"), "ingest_py": ingest_py},
+                        "ingest": lambda: parse_file(path, tz="Asia/Shanghai")},
                        args.repeat)
         got = parse_file(path, tz="Asia/Shanghai")
-        same = got.events.equals(ingest_py().events)
         size = path.stat().st_size / 1e6
     print(f"file: {args.lines:,} lines, {size:.1f} MB{' (gzip)' if args.gzip else ''}, {n_xid:,} Xid lines; "
-          f"parsed {got.events.height:,} events (same with both scanners: {same}); median of {args.repeat}, "
-          f"interleaved; native scanner {'built' if has_native else 'NOT built'}")
+          f"parsed {got.events.height:,} events; median of {args.repeat}, interleaved")
     print(f"{'':22s} {'wall ms':>9s} {'CPU ms':>9s}   (CPU: this process, all threads; steadier on a shared machine)")
     rows = (("read", "read floor"), ("lines", "line floor"), ("prefilter", "per-line `in`"),
-            ("ingest", "xid ingest (native)" if has_native else "xid ingest"), ("ingest_py", "xid ingest (Python)"))
+            ("ingest", "xid ingest"))
     for k, label in rows:
         print(f"{label:22s} {med[k][0] * 1000:9.1f} {med[k][1] * 1000:9.1f}")
     for k, label in rows[3:]:
@@ -153,7 +141,6 @@ def main() -> None:
             r, ln, ing = med["read"][i], med["lines"][i], med[k][i]
             print(f"{label} / floor ({kind}): {ing / r:.2f}x read floor, {ing / ln:.2f}x line floor")
     assert got.events.height == n_xid, f"parsed {got.events.height} events, wrote {n_xid}"
-    assert same, "the native and the Python scanner gave different events"
 
 
 if __name__ == "__main__":

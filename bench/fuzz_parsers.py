@@ -291,9 +291,9 @@ def run_smi(path: Path, rng: random.Random, ctx: dict) -> list[str]:
 
 
 def run_kernel(path: Path, rng: random.Random, ctx: dict) -> list[str]:
-    from pipeline.ingest.xid import loader
+    from pipeline.ingest.kernel.stage import KernelFile, loader
 
-    loaded = loader("h", rng.choice(["UTC", "Asia/Shanghai"]), None)(path, 7)
+    loaded = loader({path: KernelFile(path, "h", rng.choice(["UTC", "Asia/Shanghai"]))})([(path, 7)])[0]
     _reconcile(loaded, "kernel")
     return [r.reason for r in loaded.rejects]
 

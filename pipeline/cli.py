@@ -35,7 +35,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.collect.commands",
     "pipeline.report.commands",
     "pipeline.stats.commands",
-    "pipeline.ingest.xid_commands",
+    "pipeline.ingest.kernel.commands",
     "pipeline.ingest.smi_commands",
     "pipeline.ingest.ticket_commands",
     "pipeline.predict.commands",

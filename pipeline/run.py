@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
     ("smi", "pipeline.ingest.smi:run"),
-    ("xid", "pipeline.ingest.xid:run"),
+    ("xid", "pipeline.ingest.kernel:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
     ("normalize", "pipeline.normalize.stage:run"),
     ("link", "pipeline.link.tickets:run"),
@@ -36,6 +36,8 @@ STAGES: list[tuple[str, str]] = [
     ("predict", "pipeline.predict.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
+#: Derived tables rebuilt right after a stage, from its outputs and those before it.
+DERIVE_AFTER: dict[str, str] = {"xid": "pipeline.link.xid:derive"}
 
 
 class StageFailed(FleetfaultError):
@@ -169,6 +171,8 @@ def run_pipeline(
                 t0 = time.perf_counter()
                 try:
                     resolve_stage(target)(ctx)
+                    if name in DERIVE_AFTER:
+                        resolve_stage(DERIVE_AFTER[name])(ctx)
                 except _USER_ERRORS:
                     raise
                 except Exception as exc:  # a bug or a broken input: one line, the details in the log

@@ -240,6 +240,27 @@ def test_cli_simulate_and_usage_errors(cli, tmp_path):
     assert (tmp_path / "f" / "inventory.csv").exists() and (tmp_path / "f" / "truth" / "failures.csv").exists()
     assert cli("simulate", "--gpus", "0", "--out", tmp_path / "g") == 2
     assert cli("simulate", "--start", "yesterday", "--out", tmp_path / "g") == 2
+    assert cli("simulate", "--kernel-rotation", "hourly", "--out", tmp_path / "g") == 2
+
+
+def test_daily_kernel_rotation_writes_one_file_per_host_and_day(cli, tmp_path):
+    out = tmp_path / "f"
+    assert cli("simulate", "--gpus", "64", "--days", "3", "--seed", "3", "--interval", "3600",
+               "--kernel-rotation", "daily", "--out", out, "-q") == 0
+    assert json.loads((out / "truth" / "params.json").read_text())["kernel_rotation"] == "daily"
+    formats = {r["host"]: r["kernel_format"] for r in csv.DictReader(open(out / "truth" / "hosts.csv"))}
+    seen = set()
+    for folder in (out / "kernel").iterdir():
+        files = sorted(p.name for p in folder.iterdir())
+        if not files:
+            continue  # a host installed after the window
+        seen.add(formats[folder.name])
+        days = [re.search(r"(\d{8})\.log", f)[1] for f in files]
+        assert len(days) == len(set(days)) and len(days) >= 3, (folder.name, files)  # one file per local day
+        for p in folder.iterdir():
+            raw = p.read_bytes()
+            assert (gzip.decompress(raw) if p.name.endswith(".gz") else raw).endswith(b"\n")
+    assert len(seen) >= 4  # the hosts' own formats, each rotated daily
 
 
 @settings(max_examples=60, deadline=None)

@@ -196,7 +196,7 @@ def test_minimal_nvidia_smi_query(tmp_path):
 
 
 def test_year_less_syslog_copied_months_later(tmp_path):
-    from pipeline.ingest.xid import parse_file
+    from pipeline.ingest.kernel.stage import parse_file
 
     log = tmp_path / fleet.DGX / "syslog.log"
     log.parent.mkdir()

@@ -46,7 +46,7 @@ def test_default_styles_are_unchanged():
 
 def test_the_styles_are_written_as_described(fleet):
     from pipeline.ingest.smi_read import first_line
-    from pipeline.ingest.xid_scan import read_bytes
+    from pipeline.ingest.kernel.scan import read_bytes
 
     hosts = _hosts(fleet)
     restart = [h for h, r in hosts.items() if r["telemetry_format"] == RESTART_HEADER]
@@ -70,8 +70,9 @@ def test_the_styles_are_written_as_described(fleet):
 
 def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
     from pipeline.config import load_config
-    from pipeline.ingest import inventory, smi, xid
-    from pipeline.ingest.xid_boots import day_window
+    from pipeline.ingest import inventory, kernel, smi
+    from pipeline.ingest.kernel.boots import day_window
+    from pipeline.link.xid import derive
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
@@ -81,12 +82,13 @@ def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
         ctx = RunContext(cfg, wh, fleet, tmp_path / "out")
         inventory.run(ctx)
         smi.run(ctx)
-        xid.run(ctx)
+        kernel.run(ctx)
+        derive(ctx)  # (as pipeline.run does after the stage)
         loaded = dict(wh.sql("SELECT split_part(path, '/', 2), sum(rows_loaded) FROM files WHERE stage = 'smi' GROUP BY 1"))
         events = wh.sql("SELECT host, uptime_s, ts, source_file, ts_quality, ts_error_s FROM xid_events "
                         "WHERE host IN (SELECT unnest(?::VARCHAR[]))",
                         [[h for h, r in hosts.items() if r["kernel_format"] == DAILY_DMESG]])
-    from pipeline.ingest.xid_scan import read_bytes
+    from pipeline.ingest.kernel.scan import read_bytes
 
     for h in hosts:
         folder = fleet / "telemetry" / h

@@ -10,11 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.xid import parse_bytes, parse_file
-from pipeline.ingest.xid_formats import canonical_pci_text
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
+from pipeline.ingest.kernel.stage import parse_bytes, parse_file
+from pipeline.ingest.kernel.formats import canonical_pci_text
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 REF = datetime(2024, 3, 6, 12)
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -277,7 +275,7 @@ def test_gpu_map_from_gpu_at_and_board_serial_lines():
 def test_line_numbers_and_gzip(tmp_path):
     import gzip
 
-    from pipeline.ingest.xid import parse_file
+    from pipeline.ingest.kernel.stage import parse_file
 
     lines = [f"[ {i}.000000] usb 1-{i}: new high-speed USB device" for i in range(1, 50)]
     lines[40] = f"[ 41.000000] {XID79}"
@@ -291,7 +289,7 @@ def test_line_numbers_and_gzip(tmp_path):
 def test_truncated_gzip_keeps_what_decompresses(tmp_path):
     import gzip
 
-    from pipeline.ingest.xid import parse_file
+    from pipeline.ingest.kernel.stage import parse_file
 
     text = "".join(f"[ {i}.000000] {XID79}\n" for i in range(1, 2001)).encode()
     p = tmp_path / "h1" / "kern.log.2.gz"

@@ -16,10 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.xid import parse_bytes, parse_xid_files
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
+from pipeline.ingest.kernel.stage import parse_bytes, parse_xid_files
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 REF = datetime(2024, 3, 6, 12)
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -122,7 +120,7 @@ def test_dmesg_human_minute_stamp_with_a_bad_byte_is_no_anchor():
 
 
 def test_journal_file_with_byte_array_messages_past_its_head_is_searched(tmp_path):
-    from pipeline.ingest.xid import parse_file
+    from pipeline.ingest.kernel.stage import parse_file
 
     entries = [json.dumps({"MESSAGE": f"audit: type=1400 n={i}", "__REALTIME_TIMESTAMP": "1709633472000000"})
                for i in range(400)]  # well past the 8 KiB head that tells a file's format
@@ -135,7 +133,7 @@ def test_journal_file_with_byte_array_messages_past_its_head_is_searched(tmp_pat
 
 
 def test_journalctl_json_byte_array_message_is_decoded():
-    from pipeline.ingest.xid_journal import from_json
+    from pipeline.ingest.kernel.journal import from_json
 
     line = json.dumps({"MESSAGE": list(b"NVRM: Xid (PCI:0000:3b:00): 79, \xff"), "__REALTIME_TIMESTAMP": "1709633472000000"})
     assert from_json(line.encode()).startswith(b"2024-03-05T10:11:12.000000+00:00 kernel: NVRM: Xid (PCI:0000:3b:00): 79,")

@@ -10,12 +10,10 @@ import polars as pl
 import pytest
 
 from pipeline.config import config_from_dict
-from pipeline.ingest.xid import CONTRACT_COLUMNS, parse_xid_files
-from pipeline.ingest.xid_catalog import SEVERITIES, SYMPTOMS, classify, load_catalog
+from pipeline.ingest.kernel.stage import CONTRACT_COLUMNS, parse_xid_files
+from pipeline.ingest.kernel.catalog import SEVERITIES, SYMPTOMS, classify, load_catalog
 from pipeline.run import run_pipeline
-from tests.test_xid_native import scanner  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.usefixtures("scanner")  # every test with the native and the Python scanner
 
 UUID = "GPU-1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901"
 DMESG = f"""[    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-045) #115-Ubuntu SMP
@@ -185,6 +183,13 @@ def test_catalog_is_complete_and_valid():
     assert classify("Xid", 4242)["severity"] == "unknown"
 
 
+def test_catalog_knows_the_driver_failing_to_bring_a_gpu_up():
+    row = classify("RmInitAdapter", 0)
+    assert (row["severity"], row["symptom_code"], row["mnemonic"]) == ("critical", "BOOT_FAILURE", "RM_INIT_ADAPTER_FAILED")
+    assert row["hardware"] is False and "osinit.c" in row["source"]
+    assert classify("RmInitAdapter", 1)["severity"] == "unknown"  # only the code the parser writes
+
+
 def test_export_xid_has_contract_columns(tmp_path, cli):
     d = _data(tmp_path)
     wh = tmp_path / "wh.duckdb"
@@ -196,7 +201,7 @@ def test_export_xid_has_contract_columns(tmp_path, cli):
 
 @pytest.mark.parametrize("name", ["kern.log", "kern.log.1", "syslog.2.gz", "dmesg-T-20240305-1010.log"])
 def test_kernel_files_picks_rotations(tmp_path, name):
-    from pipeline.ingest.xid import kernel_files
+    from pipeline.ingest.kernel.stage import kernel_files
 
     (tmp_path / "kernel" / "h").mkdir(parents=True)
     (tmp_path / "kernel" / "h" / name).write_text("x\n")

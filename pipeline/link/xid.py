@@ -1,8 +1,10 @@
 """Derive ``xid_events``: each Xid/SXid event once, classified and linked to its GPU.
 
-Reads: ``xid_raw`` and ``gpu_map`` (per-file, from :mod:`pipeline.ingest.xid`), ``gpu_days``
+Reads: ``xid_raw``, ``gpu_map`` and ``kernel_segments`` (per file, from the xid stage,
+:mod:`pipeline.ingest.kernel`), ``gpu_days``
 (telemetry: host + pci_bus_id on a day), ``inventory`` and the Xid catalog.
 Writes: ``xid_events`` (replaced on every run: it is a pure function of its inputs).
+``pipeline.run`` calls :func:`derive` right after the xid stage.
 
 Hosts match across tables case-insensitively and with or without a trailing domain.
 The same event is seen in several files when a host keeps dmesg and syslog, or when rotated
@@ -18,14 +20,14 @@ latest before the event), telemetry (host + pci_bus_id that UTC day), then the i
 
 from __future__ import annotations
 
-import duckdb
-import polars as pl
-
 from datetime import datetime
 
+import polars as pl
+
+from pipeline.engine import DuckDBEngine
 from pipeline.vocab.hosts import host_key_sql
-from pipeline.ingest.xid_boots import date_events
-from pipeline.ingest.xid_catalog import load_catalog
+from pipeline.ingest.kernel.boots import date_events
+from pipeline.ingest.kernel.catalog import load_catalog
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
 _DEDUPE = """
@@ -151,39 +153,47 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
 
     ``raw`` has the ``xid_raw`` columns. Returns one row per event, ordered by host and time.
     """
-    con = duckdb.connect()
+    engine = DuckDBEngine()  # in memory
     try:
-        con.register("xid_raw_frame", raw)
-        out = con.sql(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen").pl()
+        engine.register("xid_raw_frame", raw)
+        return engine.pl(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen",
+                         step="parse xid: de-duplicate events")
     finally:
-        con.close()
-    return out
+        engine.con.close()
 
 
 def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     """Rebuild ``xid_events`` from ``xid_raw``, ``kernel_segments`` (each host's boots:
-    uptime-only lines dated from any file, :mod:`pipeline.ingest.xid_boots`), ``gpu_map``,
+    uptime-only lines dated from any file, :mod:`pipeline.ingest.kernel.boots`), ``gpu_map``,
     ``gpu_days`` and ``inventory``. ``boot_times``: host key -> configured boot (naive UTC).
 
     Returns the number of events.
     """
+    engine = wh.engine
     cat = load_catalog().drop("causes")
-    segs = wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
-    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
+    segs = engine.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
+    dated = date_events(engine.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
     # the driver's map lines of an uptime-only log are dated alike, to link later files' events
-    maps = date_events(wh.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
-    wh.con.register("_xid_catalog", cat)
-    wh.con.register("_xid_dated", dated)
-    wh.con.register("_gpu_map_dated", maps)
+    maps = date_events(engine.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
+    frames = {"_xid_catalog": cat, "_xid_dated": dated, "_gpu_map_dated": maps}
+    for name, frame in frames.items():
+        engine.register(name, frame)
     try:
         with wh.transaction():
-            wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
-            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
-            wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
-            wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
-            wh.sql("DROP TABLE _xid_dedup", step="xid: drop temp")
+            engine.execute(_HOST_KEY_MACRO, step="xid: host_key macro")
+            engine.create_table("_xid_dedup", _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
+            engine.execute("DELETE FROM xid_events", step="xid: clear xid_events")
+            engine.execute("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
+            engine.execute("DROP TABLE _xid_dedup", step="xid: drop temp")
     finally:
-        wh.con.unregister("_xid_catalog")
-        wh.con.unregister("_xid_dated")
-        wh.con.unregister("_gpu_map_dated")
-    return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")
+        for name in frames:
+            engine.unregister(name)
+    return engine.scalar("SELECT count(*) FROM xid_events", step="xid: count")
+
+
+def derive(ctx) -> None:
+    """After the xid stage (``pipeline.run`` calls it): ``xid_events`` from what the stage
+    loaded, with the configured boot times (``kernel.boot_times``, read in each host's zone)."""
+    from pipeline.ingest.kernel.stage import STAGE, configured_boots
+
+    ctx.report(STAGE).rows_out = derive_xid_events(ctx.wh, configured_boots(ctx))

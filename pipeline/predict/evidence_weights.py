@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import SchemaError
-from pipeline.ingest.xid_catalog import load_catalog
+from pipeline.ingest.kernel.catalog import load_catalog
 from pipeline.schemas import schemas_dir
 
 #: The classes, in the order features and explanations list them (strongest kind first).

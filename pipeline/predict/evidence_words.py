@@ -38,7 +38,7 @@ def _v(row: dict, col: str) -> float:
 
 
 def _class_codes() -> dict[str, list[int]]:
-    from pipeline.ingest.xid_catalog import classify
+    from pipeline.ingest.kernel.catalog import classify
 
     out: dict[str, list[int]] = {}
     for c in XID_CODES:

@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
         copytruncate_share: Annotated[float, typer.Option("--copytruncate-share", help="Share of hosts (0-1) whose nvidia-smi logger ran before the data began, so their files carry a header only where it restarted.")] = 0.0,
         daily_dmesg_share: Annotated[float, typer.Option("--daily-dmesg-share", help="Share of hosts (0-1) writing raw dmesg (uptime stamps only) to a file per local day.")] = 0.0,
+        kernel_rotation: Annotated[str, typer.Option("--kernel-rotation", help="How kernel logs are rotated: 'default' (syslog-like logs per week, dmesg dumps per boot) or 'daily' (every host's log one file per local day, in its usual format).")] = "default",
     ) -> None:
         """Write a synthetic GPU fleet (telemetry, kernel logs, tickets, inventory) and its ground truth.
 
@@ -65,7 +66,12 @@ def register(app: typer.Typer) -> None:
         for name, value in (("--copytruncate-share", copytruncate_share), ("--daily-dmesg-share", daily_dmesg_share)):
             if not 0 <= value <= 1:
                 raise UsageError(f"{name} must be between 0 and 1, got {value}")
-        shares = {"copytruncate_share": copytruncate_share, "daily_dmesg_share": daily_dmesg_share}
+        from pipeline.simulate.styles import KERNEL_ROTATIONS
+
+        if kernel_rotation not in KERNEL_ROTATIONS:
+            raise UsageError(f"--kernel-rotation must be one of {', '.join(KERNEL_ROTATIONS)}, got {kernel_rotation!r}")
+        shares = {"copytruncate_share": copytruncate_share, "daily_dmesg_share": daily_dmesg_share,
+                  "kernel_rotation": kernel_rotation}
         t0 = _parse_start(start)
         extra = {"ticket_layouts": ticket_layouts, "stale_inventory": stale_inventory}
         if quiet or not console.is_terminal:

@@ -13,6 +13,10 @@ kern_log             ``Mar  5 10:11:12 sha-gpu001 kernel: [ 8123.456789] NVRM: .
 dmesg_raw_daily      as dmesg_raw, a file per local day (``simulate --daily-dmesg-share``)
 ===================  ==========================================================================
 
+With ``simulate --kernel-rotation daily`` every format is written one file per local day
+(``messages-20250305.log``, ``dmesg-T-20250305.log``, ...; the older ones gzipped where the
+host gzips), from the window start on, instead of per week or per boot.
+
 Besides the events of the failure process, every host gets boot banners, unrelated kernel
 noise and application Xids (13, 31, 43, 45) that mean nothing about the hardware.
 """
@@ -134,24 +138,27 @@ def _write(sim, h: Host, style: HostStyle, out: Path, lines, boots, zone) -> lis
     folder = out / h.name
     folder.mkdir(parents=True, exist_ok=True)
     fmt = style.kernel
+    daily = style.kernel_daily or fmt == DAILY_DMESG
     files: dict[str, list[str]] = {}
     order: list[str] = []
     last_boot = -1
     for t, up, text, bi in lines:
         if t >= sim.end:
             continue
-        if fmt == "dmesg_raw":
+        if daily and t < sim.start:
+            continue  # rotated logs are collected from the window start
+        loc_day = t.replace(tzinfo=timezone.utc).astimezone(zone) if daily else None
+        if daily and fmt in ("dmesg_raw", DAILY_DMESG):
+            # `dmesg` appended to a file per local day: the boot before the window unmarked,
+            # a reboot inside it marked in that day's file only.
+            key = f"dmesg-{loc_day:%Y%m%d}.log"
+        elif daily and fmt == "dmesg_T":
+            key = f"dmesg-T-{loc_day:%Y%m%d}.log"
+        elif fmt == "dmesg_raw":
             # One dump per boot, named by the collector after `uptime -s` (the local boot time):
             # the only way to put a wall clock on its uptime stamps.
             loc = boots[bi].replace(tzinfo=timezone.utc).astimezone(zone)
             key = f"dmesg-boot-{loc:%Y%m%d-%H%M%S}.log"
-        elif fmt == DAILY_DMESG:
-            # `dmesg` appended to a file per local day: lines from the window start on, the
-            # boot before it unmarked, a reboot inside it marked in that day's file only.
-            if t < sim.start:
-                continue
-            loc = t.replace(tzinfo=timezone.utc).astimezone(zone)
-            key = f"dmesg-{loc:%Y%m%d}.log"
         elif fmt == "dmesg_T":
             # One dump per boot, saved when the next boot came (or at the end).
             saved = boots[bi + 1] if bi + 1 < len(boots) else sim.end - timedelta(seconds=1)
@@ -164,7 +171,7 @@ def _write(sim, h: Host, style: HostStyle, out: Path, lines, boots, zone) -> lis
             first = (sim.start + timedelta(days=7 * week)).replace(tzinfo=timezone.utc).astimezone(zone)
             stem = {"syslog": "messages", "journal_short_iso": "journal", "rsyslog_rfc3339": "syslog",
                     "kern_log": "kern"}[fmt]
-            key = f"{stem}-{first:%Y%m%d}.log"
+            key = f"{stem}-{(loc_day if daily else first):%Y%m%d}.log"
         if key not in files:
             files[key] = []
             order.append(key)
@@ -175,7 +182,7 @@ def _write(sim, h: Host, style: HostStyle, out: Path, lines, boots, zone) -> lis
     written = []
     for i, key in enumerate(order):
         data = ("\n".join(files[key]) + "\n").encode("utf-8")
-        if style.gzip and i < len(order) - 1 and fmt not in ("dmesg_raw", "dmesg_T"):
+        if style.gzip and i < len(order) - 1 and (fmt not in ("dmesg_raw", "dmesg_T") or style.kernel_daily):
             path = folder / (key + ".gz")
             write_gzip(path, data)
         else:

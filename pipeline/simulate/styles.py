@@ -57,6 +57,8 @@ class HostStyle:
     fields: tuple[str, ...]  # header spellings, in order
     driver: str
     gzip: bool
+    #: ``simulate --kernel-rotation daily``: every kernel log rotated per local day
+    kernel_daily: bool = False
 
     @property
     def old_driver(self) -> bool:
@@ -73,10 +75,17 @@ def _chosen(i: int, share: float, salt: int) -> bool:
     return share > 0 and ((i * 37 + salt) % 100) < share * 100
 
 
-def host_style(h: Host, *, copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0) -> HostStyle:
+#: ``simulate --kernel-rotation``: ``default`` (syslog-like logs per week, dmesg dumps per
+#: boot) or ``daily`` (every kernel log a file per local day).
+KERNEL_ROTATIONS = ("default", "daily")
+
+
+def host_style(h: Host, *, copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0,
+               kernel_rotation: str = "default") -> HostStyle:
     """How host ``h`` logs. The shares switch that part of the hosts to the styles of fleets
     fleetfault was not built against (:data:`RESTART_HEADER`, :data:`DAILY_DMESG`); at 0
-    (the default) every host keeps its usual style."""
+    (the default) every host keeps its usual style. ``kernel_rotation='daily'`` writes every
+    host's kernel log in its usual format, one file per local day."""
     i = h.index
     old = h.model == "V100" or (h.model == "A100" and i % 3 == 0)
     driver = DRIVERS_OLD[i % 2] if old else DRIVERS_NEW[i % 3]
@@ -89,4 +98,5 @@ def host_style(h: Host, *, copytruncate_share: float = 0.0, daily_dmesg_share: f
         fields=fields,
         driver=driver,
         gzip=i % 10 != 3,
+        kernel_daily=kernel_rotation == "daily",
     )

@@ -18,7 +18,7 @@ from pipeline.simulate import field_layouts, truth
 from pipeline.simulate.fleet import SITE_BY_NAME
 from pipeline.simulate.kernel import boot_times, write_host_kernel
 from pipeline.simulate.process import DEFAULT_START, FleetSim, simulate_fleet
-from pipeline.simulate.styles import host_style
+from pipeline.simulate.styles import KERNEL_ROTATIONS, host_style
 from pipeline.simulate.telemetry import write_host_telemetry
 from pipeline.simulate.tickets import write_tickets
 
@@ -30,7 +30,8 @@ LAYOUT = ("inventory.csv", "telemetry", "kernel", "tickets", "truth")
 def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: float = 300.0,
              start: datetime = DEFAULT_START, accel: float = 1.0, ticket_layouts: str = "default",
              stale_inventory: float = 0.0, on_host: Callable[[str, int, int], None] | None = None,
-             copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0) -> FleetSim:
+             copytruncate_share: float = 0.0, daily_dmesg_share: float = 0.0,
+             kernel_rotation: str = "default") -> FleetSim:
     """Simulate a fleet and write it in the input layout with its ground truth.
 
     Parameters
@@ -53,6 +54,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         Share of hosts whose nvidia-smi header is only where the collector restarted (it
         ran before the data began), and whose kernel log is raw ``dmesg`` per local day
         (:func:`~pipeline.simulate.styles.host_style`); 0 keeps every host's usual style.
+    kernel_rotation : {'default', 'daily'}
+        ``daily``: every host's kernel log one file per local day (the many-small-files shape).
 
     Returns
     -------
@@ -72,6 +75,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         raise ValueError(f"ticket_layouts must be one of {field_layouts.LAYOUTS}, got {ticket_layouts!r}")
     if not 0 <= stale_inventory <= 1:
         raise ValueError(f"stale_inventory must be a share between 0 and 1, got {stale_inventory}")
+    if kernel_rotation not in KERNEL_ROTATIONS:
+        raise ValueError(f"kernel_rotation must be one of {KERNEL_ROTATIONS}, got {kernel_rotation!r}")
     sim = simulate_fleet(gpus, days, seed, start=start, accel=accel)
     listed, stale = field_layouts.stale_inventory(sim.gpus, sim.failure_rows, stale_inventory, seed)
     columns = truth.INVENTORY_COLUMNS
@@ -80,7 +85,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         listed = [{**g, "ip": field_layouts.host_ip(host_index[g["host"]])} for g in listed]
         columns = [*columns, "ip"]
     truth.write_csv(out / "inventory.csv", columns, listed)
-    styles = {h.name: host_style(h, copytruncate_share=copytruncate_share, daily_dmesg_share=daily_dmesg_share)
+    styles = {h.name: host_style(h, copytruncate_share=copytruncate_share, daily_dmesg_share=daily_dmesg_share,
+                                 kernel_rotation=kernel_rotation)
               for h in sim.hosts}
     effects: dict[int, list] = {}
     for e in sim.effects:
@@ -109,6 +115,8 @@ def simulate(gpus: int, days: int, seed: int, out: str | Path, *, interval: floa
         params.update(ticket_layouts=ticket_layouts, stale_inventory=float(stale_inventory))
     if copytruncate_share or daily_dmesg_share:
         params.update(copytruncate_share=float(copytruncate_share), daily_dmesg_share=float(daily_dmesg_share))
+    if kernel_rotation != "default":
+        params.update(kernel_rotation=kernel_rotation)
     truth.write_truth(sim, out / "truth", styles, ticket_rows, params)
     truth.write_boots(sim, out / "truth", boots)
     if stale_inventory:

@@ -26,7 +26,7 @@ def parse_xid(
     """
     from pipeline.cli_app import console, out_console, parse_inputs, setup
     from pipeline.errors import UsageError
-    from pipeline.ingest.xid import parse_xid_files
+    from pipeline.ingest.kernel.stage import parse_xid_files
     from pipeline.output import write_table
     from pipeline.timeutil import parse_datetime
 

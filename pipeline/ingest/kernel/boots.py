@@ -51,41 +51,58 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
 _DAY_ONLY = re.compile(r"(?<!\d)(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?![-_T]?[0-2]\d[0-5]\d)(?!\d)")
 
 
-def day_window(path: Path, tz: str) -> tuple[datetime, datetime] | None:
-    """The UTC interval of the local day a file is named for (``dmesg-20250305.log``), or
-    None when its name holds no date, or a time of day too (a file named for an instant)."""
+def _named_day(path: Path) -> datetime | None:
     m = _DAY_ONLY.search(Path(path).name)
     if not m:
         return None
     try:
-        day = datetime(int(m[1]), int(m[2]), int(m[3]))
+        return datetime(int(m[1]), int(m[2]), int(m[3]))
     except ValueError:
         return None
-    lo, hi = pl.select(local_to_utc_expr(pl.lit(pl.Series([day, day + timedelta(days=1)])), tz)).to_series()
-    return lo, hi
 
 
-def segments(df: pl.DataFrame, seg_boot: dict[int, datetime], host: str,
-             window: tuple[datetime, datetime] | None, *, banners: list[datetime] = ()) -> pl.DataFrame:
-    """One row per boot within a parsed file (``seg``) whose lines carry an uptime: the
-    uptimes it spans, its boot instant where the file tells it, the file name's day. Each of
-    ``banners`` (the wall clock of a kernel banner in a log without uptimes) is a row of its
-    own, ``boot_seg`` -1, -2, ...: a marked boot with no lines of its own here."""
-    up = df.filter(pl.col("uptime_s").is_not_null())
-    g = up.group_by("seg").agg(up_first=pl.col("uptime_s").min(), up_last=pl.col("uptime_s").max()).sort("seg")
-    lo, hi = window or (None, None)
-    n = g.height + len(banners)
-    if not n:
-        return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    ids = dict(df.filter(pl.col("boot_id").is_not_null()).group_by("seg").agg(pl.col("boot_id").first()).iter_rows())
-    return pl.DataFrame({
-        "host": [host] * n, "boot_seg": g["seg"].cast(pl.Int32).to_list() + [-1 - k for k in range(len(banners))],
-        "up_first": g["up_first"].to_list() + [0.0] * len(banners),
-        "up_last": g["up_last"].to_list() + [0.0] * len(banners),
-        "boot_at": [seg_boot.get(s) for s in g["seg"].to_list()] + list(banners),
-        "day_lo": [lo] * n, "day_hi": [hi] * n,
-        "boot_id": [ids.get(s) for s in g["seg"].to_list()] + [None] * len(banners),
-    }, schema=SEGMENT_SCHEMA)
+def day_windows(files: list[tuple[Path, str]]) -> list[tuple[datetime, datetime] | None]:
+    """:func:`day_window` of many ``(path, tz)`` at once (one polars step per zone)."""
+    days = [_named_day(p) for p, _ in files]
+    out: list[tuple[datetime, datetime] | None] = [None] * len(files)
+    for tz in sorted({tz for (_, tz), d in zip(files, days) if d is not None}):
+        ks = [k for k, ((_, z), d) in enumerate(zip(files, days)) if d is not None and z == tz]
+        lo = pl.Series([days[k] for k in ks], dtype=pl.Datetime("us"))
+        edges = pl.select(lo=local_to_utc_expr(pl.lit(lo), tz),
+                          hi=local_to_utc_expr(pl.lit(lo + timedelta(days=1)), tz))
+        for k, a, b in zip(ks, edges["lo"].to_list(), edges["hi"].to_list()):
+            out[k] = (a, b)
+    return out
+
+
+def day_window(path: Path, tz: str) -> tuple[datetime, datetime] | None:
+    """The UTC interval of the local day a file is named for (``dmesg-20250305.log``), or
+    None when its name holds no date, or a time of day too (a file named for an instant)."""
+    return day_windows([(path, tz)])[0]
+
+
+def segments(df: pl.DataFrame, seg_boot: dict[tuple[int, int], datetime], items) -> pl.DataFrame:
+    """One row per file (``fi``, an index into ``items``) and boot within it (``seg``) whose
+    lines carry an uptime: the uptimes it spans, its boot instant where the file tells it,
+    the file name's day. The wall clock of each kernel banner in a log without uptimes is a
+    row of its own, ``boot_seg`` -1, -2, ...: a marked boot with no lines of its own there.
+    Rows are in file order, then as listed."""
+    up = (df.filter(pl.col("uptime_s").is_not_null()).group_by("fi", "seg")
+          .agg(up_first=pl.col("uptime_s").min(), up_last=pl.col("uptime_s").max()).sort("fi", "seg"))
+    ids = {(fi, seg): i for fi, seg, i in df.filter(pl.col("boot_id").is_not_null()).group_by("fi", "seg")
+           .agg(pl.col("boot_id").first()).iter_rows()}
+    banners = df.filter(pl.col("banner") & pl.col("wall").is_not_null() & pl.col("uptime_s").is_null())
+    rows: list[tuple] = []
+    for fi, seg, first, last in up.iter_rows():
+        lo, hi = items[fi].day_window or (None, None)
+        rows.append((fi, items[fi].host, seg, first, last, seg_boot.get((fi, seg)), lo, hi, ids.get((fi, seg))))
+    k_of: dict[int, int] = {}
+    for fi, wall in banners.select("fi", "wall").iter_rows():
+        k = k_of[fi] = k_of.get(fi, 0) + 1
+        lo, hi = items[fi].day_window or (None, None)
+        rows.append((fi, items[fi].host, -k, 0.0, 0.0, wall, lo, hi, None))
+    rows.sort(key=lambda r: r[0])  # (stable: a file's boots, then its banners)
+    return pl.DataFrame(rows, schema={"fi": pl.Int32, **SEGMENT_SCHEMA}, orient="row")
 
 
 def _merge(marks: list[datetime]) -> list[datetime]:

@@ -2,7 +2,8 @@
 
 Data, not code: a row per Xid code and a row per SXid class (a range of codes), each with
 NVIDIA's mnemonic, cause flags, a severity, the resolution bucket, whether it indicates
-hardware, the contract symptom_code it maps to and its source. Codes the catalog lacks are
+hardware, the contract symptom_code it maps to and its source; and a row per driver message
+read as an event of its own kind (``RmInitAdapter``, code 0). Codes the catalog lacks are
 classified ``severity='unknown'`` and kept.
 """
 
@@ -16,6 +17,9 @@ import yaml
 
 from pipeline.errors import SchemaError
 from pipeline.schemas import schemas_dir
+
+# libyaml's loader when present: the pure-Python one takes half a second for this file.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SEVERITIES = ("info", "app", "warn", "critical")
 CAUSES = ("hardware", "driver", "application", "bus", "thermal", "memory")
@@ -42,11 +46,12 @@ def load_catalog(path: str | None = None) -> pl.DataFrame:
         Listing every row whose severity, cause, symptom or source is not allowed.
     """
     p = Path(path) if path else catalog_path()
-    raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_LOADER)
     sources = raw.get("sources") or {}
     rows, problems = [], []
     specs = [("Xid", int(code), int(code), spec) for code, spec in (raw.get("codes") or {}).items()]
     specs += [("SXid", int(s["first"]), int(s["last"]), s) for s in raw.get("sxid_classes") or []]
+    specs += [(str(s.get("kind")), int(s["code"]), int(s["code"]), s) for s in raw.get("driver_events") or []]
     for kind, lo, hi, s in specs:
         where = f"{p.name}: {kind} {lo}" + (f"-{hi}" if hi != lo else "")
         if s.get("severity") not in SEVERITIES:
@@ -73,6 +78,8 @@ def classify(kind: str, code: int) -> dict:
 
     >>> classify("Xid", 79)["symptom_code"]
     'FELL_OFF_BUS'
+    >>> classify("RmInitAdapter", 0)["symptom_code"]
+    'BOOT_FAILURE'
     >>> classify("Xid", 9999)["severity"]
     'unknown'
     """

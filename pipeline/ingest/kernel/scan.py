@@ -1,37 +1,27 @@
-"""Finding the few lines of a kernel log that matter, fast.
+"""Finding the few lines of a kernel log that matter, fast: the literal prefilter.
 
 About one line in a hundred of a busy host's kernel log is the NVIDIA driver's. Running a
-regular expression over every line costs many times the reading of the file, so the
-pure-Python scanner reads the file whole and searches it for rare bytes first (``bytes.find``
-of one byte is ``memchr``, several times faster than a search for a word or a regular
-expression): ``X`` then a check for ``Xid`` (covers ``SXid``), and ``V`` then a check for
-``NVRM`` and the words of the driver's map and fallen-off lines; only in uptime-stamped logs,
-one search for the RTC boot marker. Only those lines are decoded and parsed.
+regular expression over every line costs many times the reading of the file, so the file is
+read whole and searched for literals, rare bytes first (``bytes.find`` of one byte is
+``memchr``, several times faster than a search for a word or a regular expression): ``X``
+then a check for ``Xid`` (covers ``SXid``), and ``V`` then a check for ``NVRM`` and the words
+of the driver's map and fallen-off lines; only in uptime-stamped logs, one search for the RTC
+boot marker; and the boot markers. Only those lines are decoded and parsed, many files'
+lines at once (:func:`pipeline.ingest.kernel.parse.parse_texts`).
 
-Where the optional C extension :mod:`pipeline.ingest._xidscan` is built (``pip install``
-builds it when a C compiler is there), one native sweep finds the same lines and counts
-the newlines, and a plain file is scanned while it is read in chunks into one reused
-buffer instead of being copied whole into memory: the two together cost less than the
-one big ``read()``. ``FLEETFAULT_XID_NATIVE=0`` switches it off; both give the same lines.
+This is the only way a kernel log is read (no native scanner: a C reader of untrusted logs
+needs a fuzzed, capped buffer to be safe, and the time it saved is now spent once per batch).
 """
 
 from __future__ import annotations
 
-import mmap
-import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.ingest import sniff
-from pipeline.ingest import xid_journal as journal
-
-try:
-    from pipeline.ingest import _xidscan
-except ImportError:  # no C compiler at install: the pure-Python scanner below
-    _xidscan = None
+from pipeline.ingest.kernel import journal
 
 
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
@@ -42,20 +32,6 @@ _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\
 _HEAD = 8192
 
 
-def native() -> bool:
-    """Whether the native scanner is built and not switched off (``FLEETFAULT_XID_NATIVE=0``)."""
-    return _xidscan is not None and os.environ.get("FLEETFAULT_XID_NATIVE", "1") != "0"
-
-
-@dataclass(frozen=True)
-class Scanned:
-    """A file's candidate lines (as :func:`candidate_lines` gives them), found while it was
-    read in chunks: the file itself was never held whole."""
-
-    lines: list[tuple[int, bytes]]
-    n_lines: int
-
-
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, gunzipped when it is gzip (by magic, not by name).
 
@@ -64,29 +40,6 @@ def read_bytes(path: Path) -> bytes:
     """
     with open(path, "rb") as f:
         return sniff.gunzip(f.read())[0]
-
-
-def read_scanned(path: Path, chunk: int = 1 << 18) -> bytes | Scanned:
-    """The file's candidate lines, found while reading it in ``chunk``-byte pieces (native
-    scanner); else, as :func:`read_bytes`, its bytes: without the native scanner, for gzip,
-    ``dmesg -H`` (its times need every line), ``journalctl -o verbose`` (an entry's
-    fields lie around its ``MESSAGE=`` line) and JSON journals (their byte-array messages
-    must be decoded before the search, :func:`journal.decode_array_messages`). :func:`candidate_lines` takes either.
-    """
-    if not native():
-        return read_bytes(path)
-    with open(path, "rb", buffering=0) as f:
-        head = b""
-        while len(head) < _HEAD and (more := f.read(_HEAD - len(head))):
-            head += more
-        if head[:2] == sniff.GZIP_MAGIC or is_human(head) or journal.is_json_log(head):
-            return sniff.gunzip(head + f.readall())[0]
-        lines, special, n_lines = _xidscan.scan_fd(f.fileno(), is_uptime(head), head, chunk)
-    lines = _rewrite(lines, special, None)
-    if lines is None:
-        return read_bytes(path)
-    needles = _boot_needles(head)
-    return Scanned(_with_marks(lines, _mapped_marks(path, needles)) if needles else lines, n_lines)
 
 
 #: The kernel's banner, printed first at every boot: in a log whose lines carry a wall clock
@@ -127,14 +80,6 @@ def _marks(buf, needles: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
         out.append((no, bytes(buf[s:e])))
     del arr  # (a mapped file cannot close while a view of it lives)
     return out
-
-
-def _mapped_marks(path: Path, needles: tuple[bytes, ...]) -> list[tuple[int, bytes]]:
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return _marks(m, needles)
-    except (OSError, ValueError):  # an empty file cannot be mapped
-        return []
 
 
 def _with_marks(lines: list[tuple[int, bytes]], marks: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -185,7 +130,7 @@ def _line_numbers(buf: bytes, starts: list[int]) -> tuple[list[int], int]:
 #: How the driver's lines that build the GPU map or tell of a GPU that fell off the bus or
 #: failed to initialize begin (each line of the multi-line fallen-off message carries
 #: ``NVRM:``; ``NVRM: GPU `` covers ``GPU at``, ``GPU Board Serial`` and the one-line
-#: ``GPU 0000:01:00.0: GPU has fallen off the bus.``). The C scanner lists the same.
+#: ``GPU 0000:01:00.0: GPU has fallen off the bus.``).
 _DRIVER_HEADS = (b"NVRM: GPU ", b"NVRM: The NVIDIA GPU", b"NVRM: fallen off", b"NVRM: RmInitAdapter failed")
 
 
@@ -210,59 +155,26 @@ def _each_line(buf: bytes, needle: bytes, out: set[int]) -> None:
         i = buf.find(needle, i + 1)
 
 
-def is_human(buf: bytes | Scanned) -> bool:
-    """Whether the log is ``dmesg -H`` (relative deltas): its times need every line (such a
-    log is never :class:`Scanned`)."""
-    return not isinstance(buf, Scanned) and _HUMAN_MARK.search(buf, 0, _HEAD) is not None
+def is_human(buf: bytes) -> bool:
+    """Whether the log is ``dmesg -H`` (relative deltas): its times need every line."""
+    return _HUMAN_MARK.search(buf, 0, _HEAD) is not None
 
 
 def is_uptime(buf: bytes) -> bool:
     return _UPTIME_MARK.search(buf, 0, _HEAD) is not None
 
 
-def candidate_lines(buf: bytes | Scanned) -> tuple[list[tuple[int, bytes]], int]:
+def candidate_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
     """(1-based line number, line bytes) of every line that may matter, in file order, and
-    the number of lines in the file."""
-    if isinstance(buf, Scanned):  # (boot marks already added by read_scanned)
-        return buf.lines, buf.n_lines
-    if native():
-        lines, special, n_lines = _xidscan.scan(buf, is_uptime(buf))
-        lines = _rewrite(lines, special, buf)
-    else:
-        lines, n_lines = candidate_lines_py(buf)
+    the number of lines in the file. journald's JSON and verbose entries come back as plain
+    lines (:mod:`pipeline.ingest.kernel.journal`), a pasted Xid line joined with its wrapped tail."""
+    lines, n_lines = _driver_and_xid_lines(buf)
     needles = _boot_needles(buf[:_HEAD])
     return (_with_marks(lines, _marks(buf, needles)) if needles else lines), n_lines
 
 
-def _rewrite(lines: list[tuple[int, bytes]], special: list[tuple[int, int, bool, bytes | None]],
-             buf: bytes | None) -> list[tuple[int, bytes]] | None:
-    """The native scanner's ``lines`` as :func:`candidate_lines_py` gives them, rewriting (in
-    place) the few ``special`` ones: journal entries, a pasted Xid line joined with its
-    wrapped tail. None when a ``journalctl -o verbose`` entry needs ``buf`` and there is none."""
-    tails = set()
-    for k, at, is_xid, nxt in special:
-        if k in tails:
-            continue
-        no, line = lines[k]
-        first = line[:1]
-        if first == b"{":
-            lines[k] = no, journal.from_json(line)
-        elif first in (b" ", b"\t") and line.lstrip().startswith(b"MESSAGE="):
-            if buf is None:
-                return None
-            lines[k] = no, journal.from_verbose(buf, at) or line
-        elif is_xid and nxt is not None:
-            # the next line (as much of it as wrapped_tail reads) stands in for the buffer
-            joined = journal.wrapped_tail(line + b"\n" + nxt, line, len(line))
-            if joined is not None:
-                lines[k] = no, joined[0]
-                if k + 1 < len(lines) and lines[k + 1][0] == no + 1:  # the tail, when it is a candidate too
-                    tails.add(k + 1)
-    return [x for k, x in enumerate(lines) if k not in tails] if tails else lines
-
-
-def candidate_lines_py(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
-    """:func:`candidate_lines` in pure Python: ``memchr`` loops, numpy line numbers."""
+def _driver_and_xid_lines(buf: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """:func:`candidate_lines` but the boot marks: ``memchr`` loops, numpy line numbers."""
     known = _xid_lines(buf)
     extra = set(_driver_lines(buf))
     if is_uptime(buf):

@@ -2,9 +2,9 @@
 
 ``journalctl -o json`` writes one JSON object per entry and ``-o verbose`` one block of
 ``FIELD=value`` lines under a dated header; both carry the kernel's text in ``MESSAGE``.
-Only the few candidate lines :mod:`pipeline.ingest.xid_scan` found are rewritten, as the
+Only the few candidate lines :mod:`pipeline.ingest.kernel.scan` found are rewritten, as the
 syslog-style line the rest of the parser reads (``<iso time> <host> kernel: [uptime] text``),
-so the patterns in :mod:`pipeline.ingest.xid_formats` need no journald cases. A user-space
+so the patterns in :mod:`pipeline.ingest.kernel.formats` need no journald cases. A user-space
 entry (``SYSLOG_IDENTIFIER`` not ``kernel``) keeps its tag (``gpud[0]:``), so an agent that
 quotes an Xid is not taken for the kernel.
 """
