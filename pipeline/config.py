@@ -356,7 +356,7 @@ def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> N
     """A point's column names: known roles, each naming a column no other role names."""
     if not columns:
         return
-    from pipeline.ingest.ticket_layout import ROLES  # only when a point names its columns
+    from pipeline.ingest.tickets.layout import ROLES  # only when a point names its columns
 
     for role, header in columns.items():
         if role not in ROLES:

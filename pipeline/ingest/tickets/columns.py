@@ -230,10 +230,10 @@ def map_columns(headers: list[object], configured: dict[str, str] | None = None)
     """Map ticket fields to column positions from the headers alone (configured names win).
 
     Returns an empty dict when the row does not look like a ticket header (no ticket id,
-    or no text column). :func:`pipeline.ingest.ticket_layout.recognise` also weighs the
+    or no text column). :func:`pipeline.ingest.tickets.layout.recognise` also weighs the
     values and says when it is unsure.
     """
-    from pipeline.ingest.ticket_layout import headers_only  # it builds on this module
+    from pipeline.ingest.tickets.layout import headers_only  # it builds on this module
 
     return headers_only(headers, configured)
 
