@@ -33,7 +33,13 @@ DEFAULT_CONFIG_NAME = "fleetfault.toml"
 
 
 def _freeze(value):
-    """``value`` with every list a tuple and every table a read-only mapping, recursively."""
+    """``value`` with every list a tuple and every table a read-only mapping, recursively
+    (into dataclasses too, so a section declared without :class:`_Frozen` is frozen inside
+    :class:`Config` all the same)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            object.__setattr__(value, f.name, _freeze(getattr(value, f.name)))
+        return value
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, Mapping):
@@ -45,8 +51,7 @@ class _Frozen:
     """Base of the config sections: freezes what a frozen dataclass leaves mutable."""
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+        _freeze(self)
 
 
 @dataclass(frozen=True)
@@ -302,14 +307,14 @@ def _convert(tp, value, name: str, problems: list[str]):
     if origin in (typing.Union, types.UnionType):
         options = [t for t in typing.get_args(tp) if t is not type(None)]
         return _convert(options[0], value, name, problems)
-    if origin is tuple:
+    if origin in (tuple, list):  # either way a tuple once built (see _freeze)
         item = typing.get_args(tp)[0]
         if not isinstance(value, list):
             problems.append(f"{name}: expected a list, got {type(value).__name__} {value!r}")
             return _BAD
         items = [_convert(item, v, f"{name}[{i}]", problems) for i, v in enumerate(value)]
         return _BAD if any(i is _BAD for i in items) else items
-    if origin is Mapping:
+    if origin in (Mapping, dict):  # either way a read-only mapping once built
         _, item = typing.get_args(tp)
         if not isinstance(value, dict):
             problems.append(f"{name}: expected a table, got {type(value).__name__} {value!r}")

@@ -136,3 +136,22 @@ def test_nothing_inside_the_config_can_change(build):
             site["service_points"].append("b") if isinstance(site, dict) else site.service_points.append("b")
     for fields in cfg.telemetry.host_fields.values():
         assert isinstance(fields, tuple)
+
+
+def test_a_section_declared_with_plain_lists_and_dicts_is_frozen_inside_the_config():
+    """Sections other code adds (``[engine]``) may declare ``list``/``dict``: still immutable."""
+    import dataclasses
+
+    from pipeline import config as config_module
+
+    @dataclasses.dataclass(frozen=True)
+    class Extra:
+        options: dict[str, str] = dataclasses.field(default_factory=dict)
+        names: list[str] = dataclasses.field(default_factory=list)
+
+    built = config_module._convert(Extra, {"options": {"a": "1"}, "names": ["x"]}, "extra", problems := [])
+    assert problems == []
+    config_module._freeze(built)
+    with pytest.raises(TypeError):
+        built.options["b"] = "2"
+    assert built.names == ("x",)
