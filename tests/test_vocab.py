@@ -118,6 +118,27 @@ def test_an_identifier_names_its_column(name):
     assert CON.execute(f"SELECT 1 AS {ident(name)}").description[0][0] == name
 
 
+#: Text that Spark and DuckDB read differently unless quoted with care: quotes, backslashes
+#: (an escape in Spark), what follows a backslash there, line ends, non-ASCII.
+TRICKY = ["it's", "a\\b", "\\", "\\'", "''", "C:\\logs\\n", "x\\u0041", "line\nbreak", "ΑΣ İ 显卡", "", " "]
+
+
+def test_tricky_text_reads_back_in_duckdb():
+    assert list(CON.execute("SELECT " + ", ".join(literal(v) for v in TRICKY)).fetchone()) == TRICKY
+
+
+@pytest.mark.spark
+def test_a_literal_reads_back_as_its_value_in_spark_too():
+    pytest.importorskip("pyspark")
+    from pipeline.engine import get_engine
+
+    spark = get_engine("spark")
+    values = [*TRICKY, None, True, 7, -2**63, 0.1, 1e300, date(2025, 3, 4), datetime(2025, 3, 4, 5, 6, 7, 89)]
+    got = spark.rows("SELECT " + ", ".join(f"{literal(v)} AS c{i}" for i, v in enumerate(values)), step="vocab: literals")
+    assert list(got[0]) == values
+    assert spark.scalar(f"SELECT {literal(TRICKY[1])} IN ({literals(TRICKY)})", step="vocab: in") is True
+
+
 def test_values_without_a_literal_raise():
     for bad in (float("nan"), float("inf"), "a\x00b", datetime(2025, 1, 1).astimezone()):
         with pytest.raises(ValueError):

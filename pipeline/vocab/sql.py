@@ -1,8 +1,11 @@
 """SQL text quoting, the one place a Python value becomes SQL text.
 
 Stages pass values to SQL either as engine parameters or through :func:`literal`; nothing
-else writes quotes into SQL (a test greps for it). Identifiers go through :func:`ident`.
-Both follow standard SQL, which DuckDB and Spark SQL (with ANSI quoting of literals) accept.
+else writes quotes into SQL (tests/test_vocab.py parses every module for it). A literal reads
+back as its value in DuckDB and in Spark SQL alike: quotes are doubled (standard SQL, which
+both accept), and a backslash, which Spark reads as the start of an escape (``'a\\b'`` is
+``a`` and a backspace there), is written ``chr(92)`` in a ``concat``. Identifiers go through
+:func:`ident` (double quotes: DuckDB's; an engine's dialect has its own).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ def literal(value: object) -> str:
     --------
     >>> literal("it's"), literal(None), literal(3), literal(True), literal(0.5)
     ("'it''s'", 'NULL', '3', 'TRUE', '0.5e0')
+    >>> literal("C:" + chr(92) + "logs")
+    "concat('C:', chr(92), 'logs')"
     """
     if value is None:
         return "NULL"
@@ -43,7 +48,8 @@ def literal(value: object) -> str:
     text = str(value)
     if "\x00" in text:
         raise ValueError("a SQL text literal cannot hold a NUL character")
-    return "'" + text.replace("'", "''") + "'"
+    parts = ["'" + part.replace("'", "''") + "'" for part in text.split("\\")]
+    return parts[0] if len(parts) == 1 else "concat(" + ", chr(92), ".join(parts) + ")"
 
 
 def literals(values: Iterable[object]) -> str:
