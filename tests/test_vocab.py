@@ -137,6 +137,14 @@ def test_a_literal_reads_back_as_its_value_in_spark_too():
     got = spark.rows("SELECT " + ", ".join(f"{literal(v)} AS c{i}" for i, v in enumerate(values)), step="vocab: literals")
     assert list(got[0]) == values
     assert spark.scalar(f"SELECT {literal(TRICKY[1])} IN ({literals(TRICKY)})", step="vocab: in") is True
+    # The SQL twins read the same in Spark: the spellings the property tests above start from.
+    hosts = ["10.0.0.5", "NODE-017.Cluster.Local", " dgx-a-12\t", "1.2.3", "1.2.3.4.5", "ΑΣ.x", "İ", "a\\b.c", "", None]
+    pcis = ["00000000:5D:00.0", "PCI:0000:5d:00", "pci:5d:0", "5d:00.0", " 0001000f:1:2.7\n", "0000:5d:00.8", "GPU 0",
+            "x\\0000:5d:00.0", "", None]
+    frame = pl.DataFrame({"h": hosts, "p": pcis}, schema={"h": pl.Utf8, "p": pl.Utf8})
+    spark.register("vocab_twins", frame)
+    got = spark.rows(f"SELECT {host_key_sql('h')}, {pci_id_sql('p')} FROM vocab_twins", step="vocab: twins")
+    assert sorted(got, key=repr) == sorted(zip(map(host_key, hosts), map(pci_id, pcis)), key=repr)
 
 
 def test_values_without_a_literal_raise():

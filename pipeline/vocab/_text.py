@@ -1,4 +1,5 @@
-"""The text folding the vocabulary's twins share: trim ASCII blanks, lower-case ASCII letters.
+"""The text folding the vocabulary's twins share: trim ASCII blanks, lower-case ASCII letters;
+and a whole-text regular-expression match in the SQL both DuckDB and Spark read.
 
 Only ASCII: Python, DuckDB and polars fold the rest of Unicode differently (``İ``, a final
 ``Σ``, letters newer than one engine's tables), so wider folding would make twins disagree;
@@ -24,9 +25,16 @@ def folded(text: str) -> str:
 
 
 def folded_sql(expr: str) -> str:
-    """DuckDB SQL of :func:`folded`."""
+    """SQL of :func:`folded` (DuckDB and Spark)."""
     blanks = " || ".join(f"chr({ord(c)})" for c in BLANKS)
-    return f"translate(trim({expr}, {blanks}), {literal(string.ascii_uppercase)}, {literal(string.ascii_lowercase)})"
+    return (f"translate(trim(BOTH {blanks} FROM {expr}), "
+            f"{literal(string.ascii_uppercase)}, {literal(string.ascii_lowercase)})")
+
+
+def matches_sql(expr: str, pattern: str) -> str:
+    """SQL: whether all of ``expr`` matches the regular expression ``pattern``, written with
+    what DuckDB and Spark share (``regexp_extract``; each has its own match function)."""
+    return f"(regexp_extract({expr}, {literal(f'^({pattern})$')}, 1) <> '')"
 
 
 def folded_pl(expr: pl.Expr) -> pl.Expr:

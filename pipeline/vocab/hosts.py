@@ -3,7 +3,7 @@ spell the same host differently (``dgx-a-12`` / ``DGX-A-12``, ``node-017`` /
 ``node-017.cluster.local``).
 
 :func:`host_key` (Python), :func:`host_key_sql` (DuckDB SQL) and :func:`host_key_pl` (a
-polars expression) give the same key: without surrounding blanks, ASCII letters in lower case
+polars expression) give the same key (the SQL reads the same in DuckDB and Spark): without surrounding blanks, ASCII letters in lower case
 (:mod:`pipeline.vocab._text` says why only ASCII), without a trailing domain (everything from
 the first dot), an IPv4 address kept whole. Two hosts that differ only in their domain share a
 key; fleets name hosts uniquely within a site, so that is the intended match. The stored host
@@ -16,8 +16,7 @@ import re
 
 import polars as pl
 
-from pipeline.vocab._text import folded, folded_pl, folded_sql
-from pipeline.vocab.sql import literal
+from pipeline.vocab._text import folded, folded_pl, folded_sql, matches_sql
 
 _IPV4 = r"[0-9]+(\.[0-9]+){3}"
 _IPV4_RE = re.compile(_IPV4)
@@ -38,9 +37,9 @@ def host_key(name: str | None) -> str | None:
 
 
 def host_key_sql(expr: str) -> str:
-    """DuckDB SQL of :func:`host_key` over the text expression ``expr``."""
+    """SQL of :func:`host_key` over the text expression ``expr`` (DuckDB and Spark)."""
     h = folded_sql(expr)
-    return f"(CASE WHEN regexp_full_match({h}, {literal(_IPV4)}) THEN {h} ELSE split_part({h}, '.', 1) END)"
+    return f"(CASE WHEN {matches_sql(h, _IPV4)} THEN {h} ELSE split_part({h}, '.', 1) END)"
 
 
 def host_key_pl(expr: pl.Expr) -> pl.Expr:

@@ -17,7 +17,7 @@ import re
 
 import polars as pl
 
-from pipeline.vocab._text import folded, folded_pl, folded_sql
+from pipeline.vocab._text import folded, folded_pl, folded_sql, matches_sql
 from pipeline.vocab.sql import literal
 
 #: The accepted forms, matched against the folded text (:mod:`pipeline.vocab._text`); groups: domain, bus, device, function.
@@ -50,15 +50,16 @@ def pci_id(text: str | None) -> str | None:
 
 
 def pci_id_sql(expr: str) -> str:
-    """DuckDB SQL of :func:`pci_id` over the text expression ``expr`` (NULL when not a PCI id)."""
+    """SQL of :func:`pci_id` over the text expression ``expr`` (NULL when not a PCI id;
+    DuckDB and Spark)."""
     s = folded_sql(expr)
     pattern = literal(f"^{PATTERN}$")
 
     def part(i: int) -> str:
         return f"regexp_extract({s}, {pattern}, {i})"
 
-    dom = f"ltrim({part(1)}, '0')"
-    return (f"(CASE WHEN regexp_full_match({s}, {literal(PATTERN)}) THEN "
+    dom = f"trim(LEADING '0' FROM {part(1)})"
+    return (f"(CASE WHEN {matches_sql(s, PATTERN)} THEN "
             f"(CASE WHEN length({dom}) > 4 THEN {dom} ELSE lpad({dom}, 4, '0') END) || ':' || "
             f"lpad({part(2)}, 2, '0') || ':' || lpad({part(3)}, 2, '0') || '.' || "
             f"coalesce(nullif({part(4)}, ''), '0') END)")
