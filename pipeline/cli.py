@@ -37,7 +37,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.stats.commands",
     "pipeline.ingest.kernel.commands",
     "pipeline.ingest.smi_commands",
-    "pipeline.ingest.ticket_commands",
+    "pipeline.ingest.tickets.commands",
     "pipeline.predict.commands",
     "pipeline.simulate.commands",
     "pipeline.normalize.evaluate_commands",

@@ -1,8 +1,14 @@
 """One config for every stage: ``fleetfault.toml``, parsed once into frozen dataclasses.
 
 Every key is checked against the dataclasses below; unknown keys and wrong types are
-errors, and all problems are reported together in one :class:`~pipeline.errors.ConfigError`.
+errors, and so is every value a stage would reject later (zones, window dates, groupings,
+boot times, field lists, ranges): all problems are reported together in one
+:class:`~pipeline.errors.ConfigError` when the config is loaded, before any stage runs.
 Each stage owns one section. ``dvc.yaml`` names the keys each stage reads as its params.
+
+The config is immutable all the way down: lists are tuples and tables read-only mappings,
+however a section is built (loaded, ``Config()``, ``dataclasses.replace``), so no stage can
+change what another stage reads.
 
 Add a key by adding a typed field with a default to its section: the loader, the
 validation and the documentation (``fleetfault.toml``) follow from the field.
@@ -10,11 +16,14 @@ validation and the documentation (``fleetfault.toml``) follow from the field.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -23,8 +32,30 @@ from pipeline.errors import ConfigError
 DEFAULT_CONFIG_NAME = "fleetfault.toml"
 
 
+def _freeze(value):
+    """``value`` with every list a tuple and every table a read-only mapping, recursively
+    (into dataclasses too, so a section declared without :class:`_Frozen` is frozen inside
+    :class:`Config` all the same)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            object.__setattr__(value, f.name, _freeze(getattr(value, f.name)))
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return types.MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    return value
+
+
+class _Frozen:
+    """Base of the config sections: freezes what a frozen dataclass leaves mutable."""
+
+    def __post_init__(self) -> None:
+        _freeze(self)
+
+
 @dataclass(frozen=True)
-class Paths:
+class Paths(_Frozen):
     data: str = "data/sample"
     warehouse: str = "fleetfault.duckdb"
     out: str = "out"
@@ -33,42 +64,42 @@ class Paths:
 
 
 @dataclass(frozen=True)
-class Site:
+class Site(_Frozen):
     tz: str = "UTC"
-    service_points: list[str] = field(default_factory=list)
+    service_points: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class Time:
+class Time(_Frozen):
     # Zone for timestamps that carry none and whose host has no site zone.
     default_tz: str = "UTC"
 
 
 @dataclass(frozen=True)
-class Telemetry:
+class Telemetry(_Frozen):
     # Keep every clean sample as Parquet partitioned by day (off: only hourly and daily facts).
     keep_samples: bool = False
     samples_dir: str = "samples"
     # Field list for headerless (noheader) files when no header was seen for the host.
-    fields: list[str] = field(default_factory=list)
+    fields: tuple[str, ...] = ()
     # Per host glob pattern (fnmatch) -> field list, checked before `fields`.
-    host_fields: dict[str, list[str]] = field(default_factory=dict)
+    host_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class Kernel:
+class Kernel(_Frozen):
     # host -> boot time (ISO 8601, with zone or in the host's zone) for uptime-only dmesg;
     # it dates the dump (one per boot) whose last line it puts near the dump's own date.
-    boot_times: dict[str, str] = field(default_factory=dict)
+    boot_times: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class ServicePoint:
+class ServicePoint(_Frozen):
     # Role -> the point's own column name (ticket_id, opened_at, closed_at, updated_at, status,
     # host, slot, serial, part_text, title, symptom_text, description, action_text,
     # swap_part_text, removed_serial, installed_serial); unnamed ones are recognised.
     # `fleetfault tickets inspect FILE` prints this table for an export.
-    columns: dict[str, str] = field(default_factory=dict)
+    columns: Mapping[str, str] = field(default_factory=dict)
     date_format: str = ""  # strftime format; empty: recognised
     dayfirst: bool = False
     encoding: str = ""  # empty: detected
@@ -76,12 +107,12 @@ class ServicePoint:
 
 
 @dataclass(frozen=True)
-class Tickets:
-    points: dict[str, ServicePoint] = field(default_factory=dict)
+class Tickets(_Frozen):
+    points: Mapping[str, ServicePoint] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class Normalize:
+class Normalize(_Frozen):
     # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
     # this are coded automatically; below go to review.
     auto_threshold: float = 85.0
@@ -98,7 +129,7 @@ class Normalize:
 
 
 @dataclass(frozen=True)
-class Link:
+class Link(_Frozen):
     # Ticket serials this many edits (0 or 1) from exactly one inventory serial are linked to it.
     serial_max_edits: int = 1
     # A replacement ticket linked by host+slot takes the GPU removed from that slot within
@@ -109,15 +140,15 @@ class Link:
     swap_ambiguity_days: float = 3.0
     # Service point -> the number its tickets give the first GPU (0: nvidia-smi's index,
     # 1: the chassis label). Points not listed: detected from their tickets (README).
-    slot_base: dict[str, int] = field(default_factory=dict)
+    slot_base: Mapping[str, int] = field(default_factory=dict)
     # An inventory row still open for a serial not reported this many days is listed as stale.
     stale_after_days: int = 30
 
 
 @dataclass(frozen=True)
-class Stats:
-    failure_parts: list[str] = field(default_factory=lambda: ["GPU"])
-    failure_actions: list[str] = field(default_factory=lambda: ["REPLACE"])
+class Stats(_Frozen):
+    failure_parts: tuple[str, ...] = ("GPU",)
+    failure_actions: tuple[str, ...] = ("REPLACE",)
     # Observation window (ISO dates); empty: first to last day of data.
     window_start: str = ""
     window_end: str = ""
@@ -127,14 +158,14 @@ class Stats:
     # A failure ticket opened this long after the inventory's removal still ends that life.
     removal_grace_days: float = 7.0
     # Groupings the stats stage writes to stats_afr ("model,batch" = both); month/quarter split time.
-    afr_by: list[str] = field(default_factory=lambda: ["model", "vendor", "site", "batch", "slot", "model,batch", "quarter"])
-    survival_by: list[str] = field(default_factory=lambda: ["model", "batch"])
+    afr_by: tuple[str, ...] = ("model", "vendor", "site", "batch", "slot", "model,batch", "quarter")
+    survival_by: tuple[str, ...] = ("model", "batch")
     # Dimensions whose every group is compared with the rest of the fleet.
-    compare_by: list[str] = field(default_factory=lambda: ["batch", "vendor", "model"])
+    compare_by: tuple[str, ...] = ("batch", "vendor", "model")
 
 
 @dataclass(frozen=True)
-class Predict:
+class Predict(_Frozen):
     horizon_days: int = 7
     train_days: int = 180
     calibration_days: int = 30
@@ -157,7 +188,7 @@ class Predict:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(_Frozen):
     title: str = "GPU fleet reliability"
     # "auto": simulated when the data folder holds the simulator's truth/params.json;
     # "real" or "simulated" to say so (fleetfault report has no data folder to look at).
@@ -172,15 +203,15 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Collect:
+class Collect(_Frozen):
     interval_s: float = 60.0
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(_Frozen):
     paths: Paths = field(default_factory=Paths)
     time: Time = field(default_factory=Time)
-    sites: dict[str, Site] = field(default_factory=dict)
+    sites: Mapping[str, Site] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)
     kernel: Kernel = field(default_factory=Kernel)
     tickets: Tickets = field(default_factory=Tickets)
@@ -233,14 +264,16 @@ def load_config(path: str | Path | None = None) -> Config:
 
 
 def config_from_dict(raw: dict, source: str | None = None) -> Config:
+    """The config from a parsed TOML table; raises :class:`ConfigError` listing every problem."""
     problems: list[str] = []
     values = _build(Config, raw, "", problems)
-    if values is not None:
-        values["source"] = source
-    _check_values(values or {}, problems)
+    # Sections that did not convert keep their defaults here, so the checks below still
+    # see every other section (their problems are already listed).
+    cfg = Config(**(values or {}), source=source)
+    _check_values(cfg, problems)
     if problems:
         raise ConfigError(problems, source or "config")
-    return Config(**values)
+    return cfg
 
 
 def _build(cls, raw, where: str, problems: list[str]):
@@ -274,14 +307,14 @@ def _convert(tp, value, name: str, problems: list[str]):
     if origin in (typing.Union, types.UnionType):
         options = [t for t in typing.get_args(tp) if t is not type(None)]
         return _convert(options[0], value, name, problems)
-    if origin is list:
-        (item,) = typing.get_args(tp)
+    if origin in (tuple, list):  # either way a tuple once built (see _freeze)
+        item = typing.get_args(tp)[0]
         if not isinstance(value, list):
             problems.append(f"{name}: expected a list, got {type(value).__name__} {value!r}")
             return _BAD
         items = [_convert(item, v, f"{name}[{i}]", problems) for i, v in enumerate(value)]
         return _BAD if any(i is _BAD for i in items) else items
-    if origin is dict:
+    if origin in (Mapping, dict):  # either way a read-only mapping once built
         _, item = typing.get_args(tp)
         if not isinstance(value, dict):
             problems.append(f"{name}: expected a table, got {type(value).__name__} {value!r}")
@@ -296,67 +329,138 @@ def _convert(tp, value, name: str, problems: list[str]):
     return value
 
 
-def _check_values(values: dict, problems: list[str]) -> None:
-    """Checks beyond types: zones exist, thresholds in range."""
+#: Allowed ranges: (key, test, what is allowed).
+_RANGES: tuple[tuple[str, typing.Callable[[typing.Any], bool], str], ...] = (
+    ("normalize.auto_threshold", lambda v: 0 <= v <= 100, "within 0-100"),
+    ("normalize.learned_precision", lambda v: 0.5 <= v < 1, "at least 0.5 and below 1"),
+    ("link.serial_max_edits", lambda v: v in (0, 1), "0 or 1"),
+    ("link.replace_window_days", lambda v: v >= 0, "0 or more"),
+    ("link.swap_ambiguity_days", lambda v: v >= 0, "0 or more"),
+    ("link.stale_after_days", lambda v: v >= 1, "at least 1"),
+    ("stats.min_gpu_days", lambda v: v >= 0, "0 or more"),
+    ("stats.confidence", lambda v: 0 < v < 1, "between 0 and 1"),
+    ("stats.repeat_window_days", lambda v: v >= 0, "0 or more"),
+    ("stats.removal_grace_days", lambda v: v >= 0, "0 or more"),
+    ("predict.horizon_days", lambda v: v >= 1, "at least 1"),
+    ("predict.train_days", lambda v: v >= 1, "at least 1"),
+    ("predict.calibration_days", lambda v: v >= 1, "at least 1"),
+    ("predict.test_days", lambda v: v >= 1, "at least 1"),
+    ("predict.cost_missed_failure", lambda v: v > 0, "positive"),
+    ("predict.cost_needless_drain", lambda v: v > 0, "positive"),
+    ("predict.top_k", lambda v: v >= 1, "at least 1"),
+    ("predict.threads", lambda v: v >= 1, "at least 1"),
+    ("predict.min_failures", lambda v: v >= 1, "at least 1"),
+    ("predict.cv_folds", lambda v: v >= 1, "at least 1"),
+    ("predict.alert_top", lambda v: v >= 1, "at least 1"),
+    ("report.data_origin", lambda v: v in ("auto", "real", "simulated"), "auto, real or simulated"),
+    ("report.rate_multiplier", lambda v: v >= 0, "0 (auto) or positive"),
+    ("report.detect_rate_ratio", lambda v: v > 1, "above 1"),
+    ("report.power", lambda v: 0 < v < 1, "between 0 and 1"),
+    ("collect.interval_s", lambda v: v > 0, "positive"),
+)
 
-    def check_tz(tz: str, name: str) -> None:
-        if not tz:
-            return
+
+def _check_values(cfg: Config, problems: list[str]) -> None:
+    """Checks beyond types, so a stage never meets a value it cannot use: zones exist,
+    numbers in range, window dates, groupings, boot times and field lists readable."""
+    for key, test, allowed in _RANGES:
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if not test(value):
+            problems.append(f"{key}: must be {allowed}, got {value!r}")
+    _check_tz(cfg.time.default_tz, "time.default_tz", problems)
+    for site, s in cfg.sites.items():
+        _check_tz(s.tz, f"sites.{site}.tz", problems)
+    for point, p in cfg.tickets.points.items():
+        where = f"tickets.points.{point}"
+        _check_tz(p.tz, f"{where}.tz", problems)
+        _check_columns(p.columns, f"{where}.columns", problems)
+        if p.encoding:
+            try:
+                codecs.lookup(p.encoding)
+            except LookupError:
+                problems.append(f"{where}.encoding: unknown encoding {p.encoding!r} (e.g. 'gbk', 'utf-8')")
+        if p.date_format and "%" not in p.date_format:
+            problems.append(f"{where}.date_format: {p.date_format!r} has no strftime directive (e.g. '%Y/%m/%d %H:%M')")
+    for point, base in cfg.link.slot_base.items():
+        if base not in (0, 1):
+            problems.append(f"link.slot_base.{point}: must be 0 or 1 (the number of the first GPU), got {base}")
+    _check_stats(cfg.stats, problems)
+    _check_boot_times(cfg.kernel.boot_times, problems)
+    if cfg.telemetry.fields:
+        _check_fields(cfg.telemetry.fields, "telemetry.fields", problems)
+    for pattern, fields in cfg.telemetry.host_fields.items():
+        _check_fields(fields, f"telemetry.host_fields.{pattern}", problems)
+
+
+def _check_tz(tz: str, name: str, problems: list[str]) -> None:
+    if not tz:
+        return
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"{name}: unknown time zone {tz!r} (use an IANA name like 'Asia/Shanghai')")
+
+
+def _check_stats(stats: Stats, problems: list[str]) -> None:
+    """The window's dates, the failure definition and the groupings."""
+    from pipeline.vocab.groupings import grouping_problem
+
+    days = {}
+    for key in ("window_start", "window_end"):
+        text = getattr(stats, key)
+        if text:
+            try:
+                days[key] = date.fromisoformat(text)
+            except ValueError:
+                problems.append(f"stats.{key}: {text!r} is not an ISO date (YYYY-MM-DD)")
+    if len(days) == 2 and days["window_end"] < days["window_start"]:
+        problems.append(f"stats.window_end ({stats.window_end}) is before stats.window_start ({stats.window_start})")
+    for key in ("failure_parts", "failure_actions"):
+        codes = getattr(stats, key)
+        if not codes or any(not c.strip() for c in codes):
+            problems.append(f"stats.{key}: must list at least one code, none blank (a failure needs a part "
+                            f"and an action), got {list(codes)!r}")
+    for key, periods in (("afr_by", True), ("survival_by", False), ("compare_by", False)):
+        for by in getattr(stats, key):
+            if (why := grouping_problem(by, periods=periods)) is not None:
+                problems.append(f"stats.{key}: {by!r}: {why}")
+
+
+def _check_boot_times(boot_times: Mapping[str, str], problems: list[str]) -> None:
+    """Each host's boot time reads as a date and time (its zone is the host's, known later)."""
+    from pipeline.timeutil import parse_datetime
+
+    for host, text in boot_times.items():
         try:
-            ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
-            problems.append(f"{name}: unknown time zone {tz!r} (use an IANA name like 'Asia/Shanghai')")
-
-    time = values.get("time")
-    if time is not None:
-        check_tz(time.default_tz, "time.default_tz")
-    for site, s in (values.get("sites") or {}).items():
-        check_tz(s.tz, f"sites.{site}.tz")
-    tickets = values.get("tickets")
-    if tickets is not None:
-        for point, p in tickets.points.items():
-            check_tz(p.tz, f"tickets.points.{point}.tz")
-            _check_columns(p.columns, f"tickets.points.{point}.columns", problems)
-    link = values.get("link")
-    if link is not None:
-        for point, base in link.slot_base.items():
-            if base not in (0, 1):
-                problems.append(f"link.slot_base.{point}: must be 0 or 1 (the number of the first GPU), got {base}")
-        if link.stale_after_days < 1:
-            problems.append(f"link.stale_after_days: must be at least 1, got {link.stale_after_days}")
-    norm = values.get("normalize")
-    if norm is not None and not 0 <= norm.auto_threshold <= 100:
-        problems.append(f"normalize.auto_threshold: must be within 0-100, got {norm.auto_threshold}")
-    if norm is not None and not 0.5 <= norm.learned_precision < 1:
-        problems.append(f"normalize.learned_precision: must be at least 0.5 and below 1, got {norm.learned_precision}")
-    stats = values.get("stats")
-    if stats is not None and not 0 < stats.confidence < 1:
-        problems.append(f"stats.confidence: must be between 0 and 1, got {stats.confidence}")
-    rep = values.get("report")
-    if rep is not None:
-        if rep.data_origin not in ("auto", "real", "simulated"):
-            problems.append(f"report.data_origin: must be auto, real or simulated, got {rep.data_origin!r}")
-        if rep.rate_multiplier < 0:
-            problems.append(f"report.rate_multiplier: must be 0 (auto) or positive, got {rep.rate_multiplier}")
-        if not rep.detect_rate_ratio > 1:
-            problems.append(f"report.detect_rate_ratio: must be above 1, got {rep.detect_rate_ratio}")
-        if not 0 < rep.power < 1:
-            problems.append(f"report.power: must be between 0 and 1, got {rep.power}")
-    pred = values.get("predict")
-    if pred is not None and pred.horizon_days < 1:
-        problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
-    if pred is not None and pred.threads < 1:
-        problems.append(f"predict.threads: must be at least 1, got {pred.threads}")
-    if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
-        problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
-                        f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")
+            ok = parse_datetime(text) is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(f"kernel.boot_times.{host}: {text!r} is not a date and time "
+                            "(ISO 8601, e.g. '2025-03-04T06:00:00+08:00')")
 
 
-def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> None:
+def _check_fields(names: tuple[str, ...], where: str, problems: list[str]) -> None:
+    """A headerless file's field list: one nvidia-smi field per item, each once, with the timestamp."""
+    from pipeline.ingest.smi_fields import field_from_name  # the telemetry reader's names and aliases
+
+    if any(not n.strip() or "," in n for n in names):
+        problems.append(f"{where}: one field name per item, none blank, got {list(names)!r}")
+        return
+    canonical = [field_from_name(n).name for n in names]
+    twice = sorted({n for n in canonical if canonical.count(n) > 1})
+    if twice:
+        problems.append(f"{where}: {', '.join(twice)} named more than once (aliases count as the same field)")
+    if "timestamp" not in canonical:
+        problems.append(f"{where}: no 'timestamp' field, so no line of such a file could be dated")
+
+
+def _check_columns(columns: Mapping[str, str], name: str, problems: list[str]) -> None:
     """A point's column names: known roles, each naming a column no other role names."""
     if not columns:
         return
-    from pipeline.ingest.ticket_layout import ROLES  # only when a point names its columns
+    from pipeline.ingest.tickets.layout import ROLES  # only when a point names its columns
 
     for role, header in columns.items():
         if role not in ROLES:

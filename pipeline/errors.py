@@ -43,11 +43,5 @@ class EngineError(FleetfaultError):
         super().__init__(f"SQL step {step!r} failed: {cause}\n--- SQL ---\n{sql.strip()}")
 
 
-class InputRejected(FleetfaultError):
-    """Raised by nothing; used as a marker for exit code 1 (rows went to the quarantine)."""
-
-    exit_code = 1
-
-
 class DependencyMissing(FleetfaultError):
     """An optional extra is needed: the message says which ``pip install`` fixes it."""

@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 from pipeline.cli import main
-from pipeline.ingest.sniff import file_problem, gzip_damage
+from pipeline.ingest.sniff import file_problem
+from pipeline.vocab.files import read_bytes
 
 SMI_HEADER = ("timestamp, name, pci.bus_id, serial, uuid, index, temperature.gpu, utilization.gpu [%], "
               "memory.used [MiB], power.draw [W]")
@@ -76,7 +77,7 @@ def test_gzip_damage_finds_a_cut_or_a_tail_of_garbage(tmp_path):
     found = {}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
-        found[name] = gzip_damage(tmp_path / name)
+        found[name] = read_bytes(tmp_path / name)[1]
     assert found["ok"] is None and found["plain"] is None
     assert "cut short" in found["cut"] and "garbage" in found["garbage"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.ingest.ticket_columns import map_columns
+from pipeline.ingest.tickets.columns import map_columns
 from pipeline.normalize.evaluate import score
 from pipeline.normalize.taxonomy import DIMENSIONS, load_taxonomy
 

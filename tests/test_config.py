@@ -58,3 +58,100 @@ def test_bad_toml_and_missing_file(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="file not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_values_a_stage_would_reject_are_found_at_load_all_together(tmp_path, capsys):
+    from pipeline.cli import main
+
+    bad = tmp_path / "late.toml"
+    bad.write_text("""
+[stats]
+window_start = "2025-06-31"
+afr_by = ["model", "modle", "month,quarter", "batch,batch"]
+survival_by = ["quarter"]
+compare_by = ["vendor,site,"]
+failure_parts = []
+[kernel.boot_times]
+gpu-a01 = "last tuesday"
+[telemetry]
+fields = ["timestamp", "gpu_name", "name"]
+[telemetry.host_fields]
+"dgx-*" = ["index", "memory.used [MiB]"]
+[tickets.points.sp1]
+encoding = "gbk2"
+date_format = "YYYY-MM-DD"
+[predict]
+train_days = 0
+[collect]
+interval_s = -1
+""")
+    assert main(["run", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "14 problem(s)" in err
+    for needle in ("stats.window_start: '2025-06-31'", "'modle': unknown column", "'month,quarter': one time period",
+                   "'batch,batch': a column named twice", "stats.survival_by: 'quarter'", "stats.compare_by",
+                   "stats.failure_parts", "kernel.boot_times.gpu-a01", "name named more than once",
+                   "dgx-*: no 'timestamp'", "unknown encoding 'gbk2'", "no strftime directive",
+                   "predict.train_days: must be at least 1", "collect.interval_s: must be positive"):
+        assert needle in err, needle
+
+
+def test_a_window_that_ends_before_it_starts_is_refused():
+    with pytest.raises(ConfigError, match="window_end .2025-01-01. is before"):
+        config_from_dict({"stats": {"window_start": "2025-02-01", "window_end": "2025-01-01"}})
+    assert config_from_dict({"stats": {"window_start": "2025-01-01", "window_end": "2025-01-01"}})
+
+
+def test_good_values_load_as_given():
+    cfg = config_from_dict({
+        "stats": {"afr_by": ["model,quarter", "site"], "survival_by": ["vendor"]},
+        "kernel": {"boot_times": {"h1": "2025-03-04T06:00:00+08:00", "h2": "2025-03-04 06:00"}},
+        "telemetry": {"fields": ["timestamp", "index", "gpu_name", "temperature.gpu"]},
+        "tickets": {"points": {"sp1": {"encoding": "GB18030", "date_format": "%Y/%m/%d"}}},
+    })
+    assert cfg.stats.afr_by == ("model,quarter", "site") and cfg.kernel.boot_times["h2"] == "2025-03-04 06:00"
+
+
+@pytest.mark.parametrize("build", [
+    lambda: Config(),
+    lambda: config_from_dict({"sites": {"sha": {"service_points": ["sp1"]}}, "link": {"slot_base": {"sp1": 1}},
+                              "telemetry": {"host_fields": {"h*": ["timestamp", "index"]}}}),
+    lambda: __import__("dataclasses").replace(Config(), sites={"x": {"service_points": ["a"]}}),
+])
+def test_nothing_inside_the_config_can_change(build):
+    cfg = build()
+    for mutate in (
+        lambda: cfg.stats.failure_parts.append("FAN"),
+        lambda: cfg.sites.__setitem__("new", None),
+        lambda: cfg.link.slot_base.__setitem__("sp9", 0),
+        lambda: cfg.tickets.points.__setitem__("p", None),
+        lambda: cfg.telemetry.host_fields.__setitem__("h", ()),
+        lambda: cfg.kernel.boot_times.__setitem__("h", "2025-01-01"),
+        lambda: setattr(cfg.stats, "afr_by", ()),
+    ):
+        with pytest.raises((AttributeError, TypeError)):
+            mutate()
+    for site in cfg.sites.values():
+        with pytest.raises((AttributeError, TypeError)):
+            site["service_points"].append("b") if isinstance(site, dict) else site.service_points.append("b")
+    for fields in cfg.telemetry.host_fields.values():
+        assert isinstance(fields, tuple)
+
+
+def test_a_section_declared_with_plain_lists_and_dicts_is_frozen_inside_the_config():
+    """Sections other code adds (``[engine]``) may declare ``list``/``dict``: still immutable."""
+    import dataclasses
+
+    from pipeline import config as config_module
+
+    @dataclasses.dataclass(frozen=True)
+    class Extra:
+        options: dict[str, str] = dataclasses.field(default_factory=dict)
+        names: list[str] = dataclasses.field(default_factory=list)
+
+    built = config_module._convert(Extra, {"options": {"a": "1"}, "names": ["x"]}, "extra", problems := [])
+    assert problems == []
+    config_module._freeze(built)
+    with pytest.raises(TypeError):
+        built.options["b"] = "2"
+    assert built.names == ("x",)

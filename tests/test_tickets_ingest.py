@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import config_from_dict
-from pipeline.ingest.ticket_columns import (
+from pipeline.ingest.tickets.columns import (
     clean_serial, clean_slot, header_zone, infer_dayfirst, map_columns, parse_when,
 )
 from pipeline.ingest.tickets import load_tickets, point_tz, ticket_files

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from pipeline.config import config_from_dict
 from pipeline.ingest.inventory import read_inventory
-from pipeline.ingest.ticket_columns import FIELD_ALIASES
-from pipeline.ingest.ticket_layout import recognise
-from pipeline.ingest.ticket_readers import SUFFIXES
-from pipeline.ingest.ticket_swaps import is_gpu_part
-from pipeline.ingest.ticket_values import Known
+from pipeline.ingest.tickets.columns import FIELD_ALIASES
+from pipeline.ingest.tickets.layout import recognise
+from pipeline.ingest.tickets.readers import SUFFIXES
+from pipeline.ingest.tickets.swaps import is_gpu_part
+from pipeline.ingest.tickets.values import Known
 from pipeline.ingest.tickets import load_tickets
 from pipeline.normalize.stage import latest
 

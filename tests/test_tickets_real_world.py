@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import fake_matcher
 from pipeline.config import config_from_dict
-from pipeline.ingest.ticket_columns import map_columns, parse_when
+from pipeline.ingest.tickets.columns import map_columns, parse_when
 from pipeline.ingest.tickets import load_tickets
 
 CFG = config_from_dict({"sites": {"sha": {"tz": "Asia/Shanghai"}, "fra": {"tz": "Europe/Berlin"},
@@ -499,7 +499,7 @@ def _fullwidth(s: str) -> str:
 def test_a_known_header_survives_how_spreadsheets_spell_it(data):
     """Upper case, full-width letters, a line break inside, padding, a zone tag: each known
     header name still finds its field."""
-    from pipeline.ingest.ticket_columns import FIELD_ALIASES
+    from pipeline.ingest.tickets.columns import FIELD_ALIASES
 
     field = data.draw(st.sampled_from(["opened_at", "serial", "part_text", "symptom_text", "action_text", "host"]))
     alias = data.draw(st.sampled_from(FIELD_ALIASES[field]))

@@ -25,6 +25,7 @@ from typing import Any
 from pipeline.collect.fields import FIELDS, GPU_LOST, NOT_AVAILABLE, NOT_SUPPORTED, UNKNOWN_ERROR, Field, header_line
 from pipeline.errors import DependencyMissing, FleetfaultError
 from pipeline.vocab.hosts import host_key
+from pipeline.vocab.pci import pci_id
 
 log = logging.getLogger(__name__)
 
@@ -289,12 +290,8 @@ def _s(v: Any) -> str:
 
 def _kernel_bus(bus: str) -> str:
     """nvidia-smi's ``00000000:3B:00.0`` in the kernel's ``0000:3b:00`` form."""
-    b = bus.lower()
-    parts = b.split(":")
-    if len(parts) == 3:
-        dom, busn, devfn = parts
-        return f"{dom[-4:]}:{busn}:{devfn.split('.')[0]}"
-    return b
+    canonical = pci_id(bus)
+    return canonical.rpartition(".")[0] if canonical else bus.lower()
 
 
 def _xid_line(bus: str, xid: int, text: str) -> str:

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import codecs
 import re
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+# GZIP_MAGIC and gunzip live in pipeline.vocab.files; re-exported here only until the telemetry
+# and kernel readers (smi_*, xid_*) import them from there.
+from pipeline.vocab.files import GZIP_MAGIC, gunzip, read_head  # noqa: F401
 from pipeline.warehouse import Rejected
 
 #: How much of a file (decompressed) is judged: enough for a verdict, cheap per file.
 HEAD_BYTES = 1 << 16
-GZIP_MAGIC = b"\x1f\x8b"
 
 #: Signatures of formats that are never a text log or export; the detail names them.
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -73,22 +74,12 @@ class Problem:
 
 
 def head(path: Path, size: int = HEAD_BYTES) -> tuple[bytes, bytes, str | None]:
-    """(raw first bytes, their decompressed text when gzip else the same, gzip error or None).
+    """(raw first bytes, their decompressed text when gzip else the same, gzip error or None):
+    :func:`pipeline.vocab.files.read_head` with the size judged here.
 
     Raises OSError when the file cannot be read.
     """
-    with open(path, "rb") as f:
-        raw = f.read(size)
-    if raw[:2] != GZIP_MAGIC:
-        return raw, raw, None
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        data = d.decompress(raw, size)
-    except zlib.error as exc:
-        return raw, b"", str(exc)
-    if not data and not d.eof and len(raw) < size:
-        return raw, b"", "the stream ends before any data"
-    return raw, data, None
+    return read_head(path, size)
 
 
 def file_problem(path: Path, *, utf16: bool = False, legacy: bool = False, gzip: bool = True) -> Problem | None:
@@ -179,48 +170,3 @@ def _invalid_utf8(data: bytes) -> int:
     if data.isascii():
         return 0
     return data.decode("utf-8", errors="replace").count("\ufffd")
-
-
-def gunzip(data: bytes) -> tuple[bytes, str | None]:
-    """``data`` decompressed when it is gzip (every member), and where it breaks (cut short,
-    corrupted, garbage after its end) or None. What decompresses before a break is kept: a
-    rotation copied while being written still gives its lines."""
-    if data[:2] != GZIP_MAGIC:
-        return data, None
-    out: list[bytes] = []
-    while True:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out.append(d.decompress(data))
-        except zlib.error as exc:
-            return b"".join(out), f"compressed data is damaged after {sum(map(len, out))} bytes: {exc}"
-        if not d.eof:
-            return b"".join(out), f"the gzip stream is cut short after {sum(map(len, out))} bytes"
-        data = d.unused_data
-        if data[:2] != GZIP_MAGIC:  # the end, NUL padding, or garbage after the last member
-            tail = f"{len(data)} bytes of garbage after the gzip data" if data.strip(b"\x00") else None
-            return b"".join(out), tail
-
-
-def gzip_damage(path: Path) -> str | None:
-    """:func:`gunzip`'s verdict on a file: None when it is not gzip or every member ends cleanly."""
-    with open(path, "rb") as f:
-        return gunzip(f.read())[1]
-        f.seek(0)
-        d: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = 0
-        while block := f.read(1 << 20):
-            while block:
-                if d is None:  # between members: another member, or the end
-                    if block[:2] != GZIP_MAGIC:
-                        rest = block + f.read()
-                        return f"{len(rest)} bytes of garbage after the gzip data" if rest.strip(b"\x00") else None
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                try:
-                    out += len(d.decompress(block))
-                except zlib.error as exc:
-                    return f"compressed data is damaged after {out} bytes: {exc}"
-                block, d = (d.unused_data, None) if d.eof else (b"", d)
-        if d is not None:
-            return f"the gzip stream is cut short after {out} bytes"
-    return None

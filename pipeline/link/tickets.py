@@ -43,7 +43,7 @@ import polars as pl
 from rapidfuzz.distance import OSA
 
 from pipeline.vocab.hosts import host_key
-from pipeline.ingest.ticket_columns import clean_serial, rounded_serial
+from pipeline.ingest.tickets.columns import clean_serial, rounded_serial
 from pipeline.link import observed
 from pipeline.link.slots import detect_base, slot_in_text
 

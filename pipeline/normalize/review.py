@@ -22,6 +22,7 @@ from pipeline.errors import UsageError
 from pipeline.normalize import stage as _stage
 from pipeline.normalize.stage import DIMENSIONS
 from pipeline.output import neutralize
+from pipeline.vocab.sql import literal
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,12 @@ def pending(wh) -> pl.DataFrame:
     parts = []
     for dim in DIMENSIONS:
         parts.append(f"""
-            SELECT '{dim}' AS dimension, {dim}_text AS text, count(*) AS tickets,
+            SELECT {literal(dim)} AS dimension, {dim}_text AS text, count(*) AS tickets,
                    min(t.service_point || ' ' || t.ticket_id) AS example_ticket,
                    min(concat_ws(' | ', part_text, symptom_text, action_text)) AS context,
                    max(l.code) AS learned_code, max(l.score) AS learned_score
             FROM tickets t LEFT JOIN learned_codes l
-              ON l.dimension = '{dim}' AND l.service_point = t.service_point AND l.ticket_id = t.ticket_id
+              ON l.dimension = {literal(dim)} AND l.service_point = t.service_point AND l.ticket_id = t.ticket_id
             WHERE nullif(trim({dim}_text), '') IS NOT NULL
               AND ((review AND {dim}_code IS NULL) OR l.code IS NOT NULL)
             GROUP BY {dim}_text""")

@@ -110,11 +110,11 @@ def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
 def swapped_gpu(tickets: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Coding guide rule 1, what was replaced is the part: where the text left the part
     open and the ticket's part-swap list names a GPU (``swap_part_text``, read by
-    :func:`pipeline.ingest.ticket_swaps.is_gpu_part`), the part is GPU. ``rows`` are the
+    :func:`pipeline.ingest.tickets.swaps.is_gpu_part`), the part is GPU. ``rows`` are the
     latest raw rows ``tickets`` was made from, in the same order."""
     if "swap_part_text" not in rows.columns or not tickets.height:
         return tickets
-    from pipeline.ingest.ticket_swaps import is_gpu_part
+    from pipeline.ingest.tickets.swaps import is_gpu_part
 
     gpu = pl.Series([bool(k) and is_gpu_part(k) for k in rows["swap_part_text"].to_list()], dtype=pl.Boolean)
     take = pl.col("part_code").is_null() & gpu

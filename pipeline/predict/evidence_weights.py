@@ -18,6 +18,7 @@ import yaml
 from pipeline.errors import SchemaError
 from pipeline.ingest.kernel.catalog import load_catalog
 from pipeline.schemas import schemas_dir
+from pipeline.vocab.sql import literal
 
 #: The classes, in the order features and explanations list them (strongest kind first).
 XID_CLASSES: tuple[str, ...] = ("fatal", "memory", "nvlink", "pcie", "gsp_hang", "sbe", "driver", "app", "other")
@@ -152,7 +153,7 @@ def xid_class_of(kind: str, lo: int, severity: str | None, symptom: str | None, 
 @functools.cache
 def xid_class_values() -> str:
     """A SQL relation ``(kind, lo, hi, cls)``: every catalog row with its evidence class."""
-    rows = [f"('{r['kind']}', {r['code_lo']}, {r['code_hi']}, "
-            f"'{xid_class_of(r['kind'], r['code_lo'], r['severity'], r['symptom_code'])}')"
+    rows = [f"({literal(r['kind'])}, {literal(r['code_lo'])}, {literal(r['code_hi'])}, "
+            f"{literal(xid_class_of(r['kind'], r['code_lo'], r['severity'], r['symptom_code']))})"
             for r in load_catalog().iter_rows(named=True)]
     return "SELECT * FROM (VALUES " + ", ".join(rows) + ") AS t(kind, lo, hi, cls)"

@@ -22,6 +22,7 @@ from pipeline.config import Config
 from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
+from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,8 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = ())
     # The GPU's own normal: the 30 days before the last 7, so a slow precursor (ECC
     # climbing, a temperature creep over weeks) is not averaged into its own baseline.
     before = "(PARTITION BY serial ORDER BY day ROWS BETWEEN 36 PRECEDING AND 7 PRECEDING)"
-    parts = ", ".join(f"'{p}'" for p in cfg.stats.failure_parts) or "NULL"
-    actions = ", ".join(f"'{a}'" for a in cfg.stats.failure_actions) or "NULL"
+    parts = literals(cfg.stats.failure_parts)
+    actions = literals(cfg.stats.failure_actions)
     xid_day = ",\n      ".join(
         f"count(*) FILTER (WHERE xid = {c}) AS x{c}" for c in XID_CODES
     )
@@ -103,7 +104,7 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = ())
         f"sum(coalesce(x{c}, 0)) OVER {w} AS xid{c}_{n}d"
         for c in XID_CODES for n, w in ((7, w7), (30, w30))
     )
-    cls_day = ",\n      ".join(f"count(*) FILTER (WHERE cls = '{k}') AS c_{k}" for k in XID_CLASSES)
+    cls_day = ",\n      ".join(f"count(*) FILTER (WHERE cls = {literal(k)}) AS c_{k}" for k in XID_CLASSES)
     cls_roll = ",\n    ".join(
         f"CAST(sum(coalesce(c_{k}, 0)) OVER {w} AS DOUBLE) AS xc_{k}_{n}d"
         for k in XID_CLASSES for n, w in ((1, w1), (7, w7), (30, w30))

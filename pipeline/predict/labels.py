@@ -15,11 +15,8 @@ after a replacement or outside service excluded) is made in :mod:`~pipeline.pred
 from __future__ import annotations
 
 from pipeline.config import Config
+from pipeline.vocab.sql import literals
 from pipeline.warehouse import Warehouse
-
-
-def _quoted(values: list[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values) or "NULL"
 
 
 def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
@@ -29,8 +26,8 @@ def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
     else:
         tickets = f"""SELECT t.serial, t.opened_at AS failed_at FROM tickets t
       WHERE t.serial IS NOT NULL AND t.opened_at IS NOT NULL
-        AND t.part_code IN ({_quoted(cfg.stats.failure_parts)})
-        AND t.action_code IN ({_quoted(cfg.stats.failure_actions)})
+        AND t.part_code IN ({literals(cfg.stats.failure_parts)})
+        AND t.action_code IN ({literals(cfg.stats.failure_actions)})
         AND t.serial IN (SELECT serial FROM inventory)"""
     return (f"SELECT serial, min(failed_at) AS failed_at FROM ({tickets} UNION ALL {observed_swaps_sql(cfg)}) "
             "GROUP BY serial")

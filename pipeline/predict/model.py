@@ -165,7 +165,8 @@ def fit(X_train: pd.DataFrame, y_train: np.ndarray, X_cal: pd.DataFrame, y_cal: 
         *, seed: int = 0, threads: int = 1) -> CalibratedClassifierCV:
     """Fit the boosted trees on the training period, then calibrate on the calibration period.
 
-    ``threads`` caps OpenMP: on a busy host two spinning threads run ten times slower than one.
+    ``threads`` caps OpenMP: on a busy host, threads that spin-wait on each other make a fit
+    slower than one thread does.
     """
     with threadpool_limits(threads, "openmp"):
         hgb = _fit_raw(X_train, y_train, seed)

@@ -65,7 +65,8 @@ class _ExactTest:
     def _bound(self, n: int) -> tuple[int, int]:
         if n not in self._bounds:
             k = np.arange(n + 1)
-            # the pmf from log-gamma directly: scipy's binom.pmf costs 100x more per call here
+            # the pmf from log-gamma directly: scipy's binom.pmf costs several times more per call
+            # (bench/RESULTS.md, "Figures that left the docstrings")
             f0 = np.exp(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
                         + k * math.log(self.p0) + (n - k) * math.log1p(-self.p0))
             order = np.sort(f0)

@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 LIFETIMES = "_ff_lifetimes"
 #: Data stamps before this are clock errors (an RTC reset to 1970 or 2000), not history.
 PLAUSIBLE_FROM = datetime(2000, 1, 2)
-GROUP_COLUMNS = ("model", "vendor", "site", "host", "slot", "batch")
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pipeline.config import Stats
 from pipeline.engine import Engine
+from pipeline.vocab.sql import literals
 
 FAILURES = "_ff_failures"
 
 
 def _in_list(values: list[str]) -> str:
-    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)
-    return f"({quoted})" if values else "(NULL)"
+    return f"({literals(values)})"
 
 
 def failures_sql(parts: list[str], actions: list[str]) -> str:

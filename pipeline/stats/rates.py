@@ -20,9 +20,8 @@ from scipy.stats import chi2
 
 from pipeline.engine import Engine
 from pipeline.errors import UsageError
+from pipeline.vocab.groupings import PERIODS
 
-#: ``--by`` names that split time rather than GPUs (``period`` means month).
-PERIODS = {"month": "month", "quarter": "quarter", "period": "month"}
 NONE_LABEL = "(none)"
 
 

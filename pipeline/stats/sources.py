@@ -16,8 +16,9 @@ import polars as pl
 from pipeline.config import Stats
 from pipeline.engine import DuckDBEngine, Engine
 from pipeline.errors import UsageError
-from pipeline.stats.exposure import GROUP_COLUMNS, LIFETIMES, Window, build_lifetimes
+from pipeline.stats.exposure import LIFETIMES, Window, build_lifetimes
 from pipeline.stats.failures import derive_failures
+from pipeline.vocab.groupings import GROUP_COLUMNS
 
 REQUIRED = ("id", "start", "end", "failed")
 RESERVED = set(REQUIRED) | {"entry"}

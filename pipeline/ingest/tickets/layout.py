@@ -3,8 +3,8 @@
 Reads a header row and a sample of the rows under it; returns a :class:`Layout`: for each
 role (ticket id, dates, status, host, slot, serial, the texts, a part swap) the column
 that fills it with a score from 0 to 100. A score weighs the header's words
-(:data:`~pipeline.ingest.ticket_columns.FIELD_ALIASES`, English and Chinese) against the
-values (:mod:`pipeline.ingest.ticket_values`): a ``Serial`` column of free text, or an
+(:data:`~pipeline.ingest.tickets.columns.FIELD_ALIASES`, English and Chinese) against the
+values (:mod:`pipeline.ingest.tickets.values`): a ``Serial`` column of free text, or an
 ``Action`` column of workflow words, loses its role; a column of the inventory's host names
 is the host whatever its header.
 
@@ -21,15 +21,15 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from pipeline.ingest.ticket_columns import (
+from pipeline.ingest.tickets.columns import (
     _TEXT_LIKE, FIELD_ALIASES, HEADER_MIN_SCORE, SWAP_ROLES, _score, _split_camel, canonical_header, cell_text,
 )
-from pipeline.ingest.ticket_values import Known, Profile, agree, profile, values_of
+from pipeline.ingest.tickets.values import Known, Profile, agree, profile, values_of
 
 #: Every role a column can fill, in the order a config block lists them.
 ROLES = ("ticket_id", "opened_at", "closed_at", "updated_at", "status", "host", "slot", "serial",
          "part_text", "title", "symptom_text", "description", "action_text", *SWAP_ROLES)
-#: The kind of value each role holds (:data:`pipeline.ingest.ticket_values.KINDS`).
+#: The kind of value each role holds (:data:`pipeline.ingest.tickets.values.KINDS`).
 ROLE_KIND = {"ticket_id": "id", "opened_at": "date", "closed_at": "date", "updated_at": "date", "status": "status",
              "host": "host", "slot": "slot", "serial": "serial", "removed_serial": "serial",
              "installed_serial": "serial", **{r: "text" for r in ("part_text", "title", "symptom_text", "description",
@@ -40,7 +40,7 @@ DECISIVE = ("ticket_id", "opened_at", "host", "slot", "serial", "part_text", "ti
             "action_text", *SWAP_ROLES)
 #: Points a header's score loses when none of the column's values fit the role: a typed
 #: role (date, serial, host, slot, id, status) loses it whole, so an exact header drops
-#: below :data:`~pipeline.ingest.ticket_columns.HEADER_MIN_SCORE`; a text role loses less
+#: below :data:`~pipeline.ingest.tickets.columns.HEADER_MIN_SCORE`; a text role loses less
 #: for values that are not words, and more for a column of workflow words.
 PENALTY = 40.0
 #: Values it takes for the penalties to apply in full (fewer: in proportion).

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from pipeline.ingest.ticket_columns import cell_text, clean_serial
+from pipeline.ingest.tickets.columns import cell_text, clean_serial
 
 #: Words that name a GPU (card, SXM/OAM module, a GPU model) ...
 _GPU = re.compile(r"gpu|graphics|accelerator|sxm|oam|tesla|[ahlbv]\d{2,3}\b|h[12]00|显卡|顯卡|加速卡|计算卡|計算卡|"

@@ -45,10 +45,10 @@ def inspect(
 def inspect_file(path: Path, point: str, cfg, known=None) -> list[str]:
     """The report blocks for one export: one per sheet with a header (or one saying why none)."""
     from pipeline.config import ServicePoint
-    from pipeline.ingest.ticket_columns import cell_text, infer_dayfirst
-    from pipeline.ingest.ticket_layout import recognise
-    from pipeline.ingest.ticket_readers import read_export
-    from pipeline.ingest.tickets import guess_header, sheet_body, sheet_layout
+    from pipeline.ingest.tickets.columns import cell_text, infer_dayfirst
+    from pipeline.ingest.tickets.layout import recognise
+    from pipeline.ingest.tickets.readers import read_export
+    from pipeline.ingest.tickets.stage import guess_header, sheet_body, sheet_layout
 
     sp = cfg.tickets.points.get(point) or ServicePoint()
     got = read_export(path, sp.encoding)
@@ -83,7 +83,7 @@ def inspect_file(path: Path, point: str, cfg, known=None) -> list[str]:
 
 def describe(lay, where: str, point: str, dayfirst: bool | None) -> str:
     """One export's layout as text: a table of roles, the problems, the config block."""
-    from pipeline.ingest.ticket_layout import ROLES
+    from pipeline.ingest.tickets.layout import ROLES
 
     head = ("UNSURE (would be quarantined as unrecognised_layout) " if not lay.ok else "OK ") + where
     rows = [("role", "column", "score", "by", "samples")]
@@ -125,7 +125,7 @@ def _data_inventory(path: Path) -> Path | None:
 
 def _known(path: Path):
     from pipeline.ingest.inventory import read_inventory
-    from pipeline.ingest.ticket_values import Known
+    from pipeline.ingest.tickets.values import Known
 
     got = read_inventory(path, 0)
     inv = got.tables.get("inventory")

@@ -177,16 +177,12 @@ _ALIAS_PARTS = {f: [(a, _squash(a), _tokens(a), bool(re.fullmatch(r"[\u3400-\u9f
                 for f, names in _ALIASES.items()}
 
 
-def _contains(header: str, alias: str) -> float:
-    """A score when the header holds the alias as whole words (``Asset Serial Number``) or
-    a Chinese alias of three or more characters inside a word (``工单号码``), higher the more
-    of the header it covers and when it ends the header (the head noun: ``故障发生时间``)."""
-    return _contains_words(_tokens(header), _squash(header), alias, _squash(alias), _tokens(alias),
-                           bool(re.fullmatch(r"[\u3400-\u9fff]{3,}", alias)))
-
-
 def _contains_words(words: list[str], squashed: str, alias: str, alias_squashed: str, want: list[str],
                     cjk: bool) -> float:
+    """A score when the header (its ``words``, and ``squashed``) holds the alias as whole words
+    (``Asset Serial Number``) or a Chinese alias of three or more characters (``cjk``) inside a
+    word (``工单号码``), higher the more of the header it covers and when it ends the header (the
+    head noun: ``故障发生时间``)."""
     if not want or not words or words == want:
         return 0.0
     n = len(want)
@@ -230,10 +226,10 @@ def map_columns(headers: list[object], configured: dict[str, str] | None = None)
     """Map ticket fields to column positions from the headers alone (configured names win).
 
     Returns an empty dict when the row does not look like a ticket header (no ticket id,
-    or no text column). :func:`pipeline.ingest.ticket_layout.recognise` also weighs the
+    or no text column). :func:`pipeline.ingest.tickets.layout.recognise` also weighs the
     values and says when it is unsure.
     """
-    from pipeline.ingest.ticket_layout import headers_only  # it builds on this module
+    from pipeline.ingest.tickets.layout import headers_only  # it builds on this module
 
     return headers_only(headers, configured)
 

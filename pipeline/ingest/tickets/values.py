@@ -5,7 +5,7 @@ names, ``No.`` holding ticket numbers). :func:`profile` reads a sample of a colu
 and says how well they fit each kind of ticket field: dates look like dates, serials like
 serials, host names like host names (and match the inventory when one is known), ticket ids
 are short and distinct, statuses come from a workflow's few words, and free text is text.
-The layout recogniser (:mod:`pipeline.ingest.ticket_layout`) weighs these fits against the
+The layout recogniser (:mod:`pipeline.ingest.tickets.layout`) weighs these fits against the
 header's words.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from pipeline.vocab.hosts import host_key
-from pipeline.ingest.ticket_columns import cell_text, clean_serial, parse_when
+from pipeline.ingest.tickets.columns import cell_text, clean_serial, parse_when
 
 #: Values read per column: enough to judge, few enough to be instant on any export.
 SAMPLE_ROWS = 200

@@ -5,7 +5,7 @@ the config (``tickets.points.<point>``: columns, date format, day/month order, e
 zone). Writes: ``tickets_raw``, one row per ticket row of each file, with its file and line,
 so overlapping periodic dumps are all kept here and the ``normalize`` stage picks the latest
 version of each ticket. Broken rows go to the quarantine with a reason; the rest is loaded.
-Which column fills which field is decided by :mod:`pipeline.ingest.ticket_layout`; an export
+Which column fills which field is decided by :mod:`pipeline.ingest.tickets.layout`; an export
 whose layout it is unsure of is quarantined whole (``unrecognised_layout``) and read again on
 the next run, when a config block may name its columns.
 Cell text is stored as text: ``=cmd|...`` is a string here, never a formula.
@@ -20,13 +20,13 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.config import Config, ServicePoint
-from pipeline.ingest.ticket_columns import (
+from pipeline.ingest.tickets.columns import (
     TEXT_FIELDS, cell_text, clean_serial, clean_slot, header_zone, infer_dayfirst, map_columns, parse_when,
 )
-from pipeline.ingest.ticket_layout import Layout, recognise
-from pipeline.ingest.ticket_readers import SUFFIXES, Sheet, read_export
-from pipeline.ingest.ticket_swaps import pick_swap
-from pipeline.ingest.ticket_values import Known
+from pipeline.ingest.tickets.layout import Layout, recognise
+from pipeline.ingest.tickets.readers import SUFFIXES, Sheet, read_export
+from pipeline.ingest.tickets.swaps import pick_swap
+from pipeline.ingest.tickets.values import Known
 from pipeline.warehouse import Loaded, Rejected
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def load_tickets(path: Path, file_id: int, point: str, cfg: Config, *, source: s
     """Read one export of service point ``point`` into ``tickets_raw`` rows.
 
     ``known``: the inventory's hosts and serials, evidence for which column holds them.
-    A sheet whose layout is unsure (see :mod:`pipeline.ingest.ticket_layout`) is one
+    A sheet whose layout is unsure (see :mod:`pipeline.ingest.tickets.layout`) is one
     ``unrecognised_layout`` reject naming its columns and best guesses; nothing of it is loaded.
     """
     sp = cfg.tickets.points.get(point) or ServicePoint()
