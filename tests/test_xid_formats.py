@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.ingest.kernel.stage import parse_bytes, parse_file
-from pipeline.ingest.kernel.formats import canonical_pci_text
+from pipeline.vocab.pci import pci_id as canonical_pci_text
 
 
 REF = datetime(2024, 3, 6, 12)

@@ -24,7 +24,7 @@ import polars as pl
 
 from pipeline.ingest import sniff
 from pipeline.ingest.smi_fields import Field, header_fields
-from pipeline.ingest.kernel.formats import canonical_pci_text
+from pipeline.vocab.pci import pci_id as canonical_pci_text
 from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)

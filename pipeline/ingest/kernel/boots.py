@@ -36,6 +36,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.timeutil import local_to_utc_expr
+from pipeline.vocab.hosts import host_key_pl
 
 #: Slack for a line written just past midnight into the previous day's file, and for the
 #: drift between the kernel's uptime and the wall clock.
@@ -119,13 +120,11 @@ def boot_table(segs: pl.DataFrame, config_boots: dict[str, datetime] | None = No
     ``segs`` has ``file_id`` and the :data:`SEGMENT_SCHEMA` columns; ``config_boots`` maps
     a host key (:func:`pipeline.vocab.hosts.host_key`) to a configured boot (naive UTC).
     """
-    from pipeline.vocab.hosts import host_key
-
     config_boots = config_boots or {}
     rows: list[tuple] = []
     if "boot_id" not in segs.columns:
         segs = segs.with_columns(boot_id=pl.lit(None, pl.Utf8))
-    segs = segs.with_columns(hk=pl.col("host").map_elements(host_key, return_dtype=pl.Utf8))
+    segs = segs.with_columns(hk=host_key_pl(pl.col("host")))
     for (hk,), g in segs.group_by("hk", maintain_order=True):
         marks = _merge([b for b in g["boot_at"].to_list() if b is not None] +
                        ([config_boots[hk]] if hk in config_boots else []))

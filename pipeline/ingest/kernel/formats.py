@@ -27,7 +27,6 @@ candidate lines of a file at once (:mod:`pipeline.ingest.kernel.parse`): no look
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 MONTHS = {m: i for i, m in enumerate(
@@ -103,21 +102,7 @@ FELL_TEXT = "GPU has fallen off the bus"
 JOURNAL_BOOT_RS = r"^-- Boot ([0-9a-f]{32}) --"
 
 
-def canonical_pci(dom: str, bus: str, dev: str, fn: str | None = None) -> str:
-    """``0000:3b:00.0`` from the parts of any PCI id form (``00000000:3B:00``, ``PCI:0000:3b:00``).
 
-    >>> canonical_pci("00000000", "3B", "00")
-    '0000:3b:00.0'
-    """
-    return f"{int(dom, 16):04x}:{bus.lower()}:{dev.lower()}.{fn or '0'}"
-
-
-def canonical_pci_text(text: str | None) -> str | None:
-    """Canonical form of a PCI id written as text, or None when it is not one."""
-    if not text:
-        return None
-    m = re.fullmatch(r"\s*(?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?\s*", text)
-    return canonical_pci(*m.groups()) if m else None
 
 
 def _at(year: int, month: int, day: int, hms: str) -> datetime:

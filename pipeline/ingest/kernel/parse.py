@@ -22,6 +22,7 @@ from pipeline.ingest.kernel import formats as fmt
 from pipeline.ingest.kernel import journal
 from pipeline.ingest.kernel import scan
 from pipeline.vocab.hosts import host_key
+from pipeline.vocab.pci import pci_id, pci_id_parts, pci_id_pl
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Rejected
 
@@ -72,13 +73,6 @@ class FileParse:
         return self.events.height + len(self.rejects)
 
 
-def _pci(col: pl.Expr) -> pl.Expr:
-    """Canonical ``0000:3b:00.0`` from any PCI id form (``00000000:3B:00``, ``0000:3b:00.0``)."""
-    low = col.str.to_lowercase()
-    dom = low.str.extract(r"^([0-9a-f]+):", 1).str.strip_chars_start("0").str.pad_start(4, "0")
-    return pl.concat_str(dom, pl.lit(":"), low.str.extract(r"^[0-9a-f]+:([0-9a-f]{2}:[0-9a-f]{2})", 1),
-                         pl.lit("."), low.str.extract(r"\.([0-7])$", 1).fill_null("0"))
-
 
 def _extract(lines: list[str]) -> pl.DataFrame:
     """Every regular expression over all candidate lines at once."""
@@ -118,7 +112,7 @@ def _extract(lines: list[str]) -> pl.DataFrame:
         "boot_id", "rtc", "p",
         kind=pl.col("e").struct.field("kind"),
         xid=pl.col("e").struct.field("code").cast(pl.Int32, strict=False),
-        pci_bus_id=_pci(pl.col("e").struct.field("pci")),
+        pci_bus_id=pci_id_pl(pl.col("e").struct.field("pci")),
         gpu_instance=pl.col("e").struct.field("inst").str.strip_chars().replace("", None),
         pid=pl.when(pid > 0).then(pid),  # old drivers print pid=0 when no process is known
         process=pl.when(name.is_not_null() & (name != "") & (name.str.strip_chars("'") != "<unknown>")).then(name),
@@ -356,7 +350,7 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
         if r["fell_end"] and pending is not None and r["line_no"] - pending["line_no"] <= 4:
             f = pending["fell"]
             fell_rows.append({**pending, "kind": "Xid", "xid": 79,
-                              "pci_bus_id": fmt.canonical_pci(f["dom"], f["bus"], f["dev"], f["fn"]),
+                              "pci_bus_id": pci_id_parts(f["dom"], f["bus"], f["dev"], f["fn"]),
                               "pid": None, "process": None, "message": fmt.FELL_TEXT, "gpu_instance": None,
                               "fatal": None, "subcode": None, "recovery_action": None, "shape": "fallen_off_bus"})
             pending = None
@@ -365,7 +359,7 @@ def _events(df: pl.DataFrame) -> pl.DataFrame:
     for r in one.iter_rows(named=True):
         f = r["fell1"]
         fell_rows.append({**r, **none, "kind": "Xid", "xid": 79, "message": fmt.FELL_TEXT, "shape": "fallen_off_bus",
-                          "pci_bus_id": fmt.canonical_pci(f["dom"], f["bus"], f["dev"], f["fn"])})
+                          "pci_bus_id": pci_id_parts(f["dom"], f["bus"], f["dev"], f["fn"])})
     fell_rows += _rm_init_rows(df.filter(pl.col("is_rm_init") & pl.col("xid").is_null()), none)
     if fell_rows:
         extra = pl.DataFrame(fell_rows, schema=ev.schema)
@@ -385,7 +379,7 @@ def _rm_init_rows(rows: pl.DataFrame, none: dict) -> list[dict]:
     last: dict[tuple[int, str | None], tuple] = {}
     for r in rows.iter_rows(named=True):
         g = r["rm_init"]
-        pci = fmt.canonical_pci(g["dom"], g["bus"], g["dev"], g["fn"]) if g["dom"] else None
+        pci = pci_id_parts(g["dom"], g["bus"], g["dev"], g["fn"]) if g["dom"] else None
         at = (r["seg"], r["uptime_s"]) if r["uptime_s"] is not None else (None, r["wall"])
         prev = last.get((r["fi"], pci))
         if prev is not None and prev[0] == at[0] and at[1] is not None and prev[1] is not None:
@@ -407,7 +401,7 @@ def _maps(df: pl.DataFrame) -> pl.DataFrame:
     for r in rows.iter_rows(named=True):
         g = r["gpu_at"]
         if g["uuid"] is not None:
-            last = {**r, "pci_bus_id": fmt.canonical_pci_text(g["pci"]), "uuid": g["uuid"], "serial": None}
+            last = {**r, "pci_bus_id": pci_id(g["pci"]), "uuid": g["uuid"], "serial": None}
             out.append(last)
         elif (last is not None and last["fi"] == r["fi"] and r["line_no"] - last["line_no"] <= 4
               and last["serial"] is None):
