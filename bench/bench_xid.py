@@ -102,7 +102,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from pipeline.ingest.kernel.stage import parse_file
-    from pipeline.ingest.kernel.scan import read_bytes
+    from pipeline.vocab.files import read_bytes
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gpu-a01" / "kern.log"
@@ -124,7 +124,7 @@ def main() -> None:
                 return [(no, x) for no, x in enumerate(src, 1) if b"Xid" in x or b"NVRM" in x]
 
         parse_file(path, tz="Asia/Shanghai")  # warm the page cache and imports
-        med = _medians({"read": lambda: read_bytes(path), "lines": lines, "prefilter": line_prefilter,
+        med = _medians({"read": lambda: read_bytes(path)[0], "lines": lines, "prefilter": line_prefilter,
                         "ingest": lambda: parse_file(path, tz="Asia/Shanghai")},
                        args.repeat)
         got = parse_file(path, tz="Asia/Shanghai")

@@ -46,7 +46,7 @@ def test_default_styles_are_unchanged():
 
 def test_the_styles_are_written_as_described(fleet):
     from pipeline.ingest.smi_read import first_line
-    from pipeline.ingest.kernel.scan import read_bytes
+    from pipeline.vocab.files import read_bytes
 
     hosts = _hosts(fleet)
     restart = [h for h, r in hosts.items() if r["telemetry_format"] == RESTART_HEADER]
@@ -57,14 +57,14 @@ def test_the_styles_are_written_as_described(fleet):
         if not files:
             continue
         assert header_fields(first_line(files[0])) is None  # the collector ran before the data
-        text = b"".join(read_bytes(p) for p in files).decode()
+        text = b"".join(read_bytes(p)[0] for p in files).decode()
         assert any(header_fields(x) for x in text.splitlines())  # ...and restarted inside it
     for h in daily:
         files = sorted((fleet / "kernel" / h).iterdir()) if (fleet / "kernel" / h).is_dir() else []
         if not files:
             continue  # (a host installed after the last day)
         assert all(p.name.startswith("dmesg-20") for p in files)
-        first = read_bytes(files[0]).decode().splitlines()[0]
+        first = read_bytes(files[0])[0].decode().splitlines()[0]
         assert first.startswith("[") and "kernel:" not in first
 
 
@@ -88,13 +88,13 @@ def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
         events = wh.sql("SELECT host, uptime_s, ts, source_file, ts_quality, ts_error_s FROM xid_events "
                         "WHERE host IN (SELECT unnest(?::VARCHAR[]))",
                         [[h for h, r in hosts.items() if r["kernel_format"] == DAILY_DMESG]])
-    from pipeline.ingest.kernel.scan import read_bytes
+    from pipeline.vocab.files import read_bytes
 
     for h in hosts:
         folder = fleet / "telemetry" / h
         if not folder.is_dir():
             continue
-        written = sum(1 for p in folder.iterdir() for x in read_bytes(p).decode().splitlines()
+        written = sum(1 for p in folder.iterdir() for x in read_bytes(p)[0].decode().splitlines()
                       if x.strip() and header_fields(x) is None)
         assert loaded[h] >= 0.99 * written, h
     boots: dict[str, list[datetime]] = {}

@@ -16,11 +16,9 @@ needs a fuzzed, capped buffer to be safe, and the time it saved is now spent onc
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 
-from pipeline.ingest import sniff
 from pipeline.ingest.kernel import journal
 
 
@@ -30,16 +28,6 @@ _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\
 
 #: How much of a file tells its format (:func:`is_human`, :func:`is_uptime`).
 _HEAD = 8192
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic, not by name).
-
-    A gzip cut short (a rotation copied while being written) gives what decompresses;
-    concatenated gzip members are all read.
-    """
-    with open(path, "rb") as f:
-        return sniff.gunzip(f.read())[0]
 
 
 #: The kernel's banner, printed first at every boot: in a log whose lines carry a wall clock

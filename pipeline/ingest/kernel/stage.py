@@ -30,9 +30,10 @@ import polars as pl
 
 from pipeline.ingest import sniff
 from pipeline.ingest.kernel import boots
-from pipeline.vocab.hosts import host_key
 from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, LogText, parse_bytes, parse_texts
 from pipeline.timeutil import parse_datetime
+from pipeline.vocab.files import read_bytes
+from pipeline.vocab.hosts import host_key
 from pipeline.warehouse import Loaded, Rejected
 
 __all__ = ["CONTRACT_COLUMNS", "MAP_SCHEMA", "RAW_SCHEMA", "FileParse", "KernelFile", "parse_bytes", "parse_file",
@@ -97,7 +98,7 @@ def parse_files(files: Sequence[KernelFile]) -> list[FileParse]:
         if (problem := sniff.file_problem(f.path)) is not None:  # nothing worth scanning: one row says why
             whole[k] = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
             continue
-        data, damage = sniff.gunzip(f.path.read_bytes())  # decompressed once: the lines, and where the stream breaks
+        data, damage = read_bytes(f.path)  # decompressed once: the lines, and where the stream breaks
         if damage is not None:
             damaged[k] = Rejected(None, "bad_gzip", "", f"{source_file}: {damage}")
         ref, is_latest = reference_time(f.path)
