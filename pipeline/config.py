@@ -177,8 +177,15 @@ class Collect:
 
 
 @dataclass(frozen=True)
+class EngineConfig:
+    # The engine that runs every SQL step: "duckdb" (default, over the warehouse file).
+    name: str = "duckdb"
+
+
+@dataclass(frozen=True)
 class Config:
     paths: Paths = field(default_factory=Paths)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     time: Time = field(default_factory=Time)
     sites: dict[str, Site] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)
@@ -307,6 +314,12 @@ def _check_values(values: dict, problems: list[str]) -> None:
         except (ZoneInfoNotFoundError, ValueError):
             problems.append(f"{name}: unknown time zone {tz!r} (use an IANA name like 'Asia/Shanghai')")
 
+    engine = values.get("engine")
+    if engine is not None:
+        from pipeline.engine import ENGINES
+
+        if engine.name not in ENGINES:
+            problems.append(f"engine.name: unknown engine {engine.name!r} (one of {', '.join(ENGINES)})")
     time = values.get("time")
     if time is not None:
         check_tz(time.default_tz, "time.default_tz")

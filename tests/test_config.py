@@ -58,3 +58,11 @@ def test_bad_toml_and_missing_file(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="file not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_engine_is_named_and_checked(tmp_path):
+    assert Config().engine.name == "duckdb"
+    with pytest.raises(ConfigError, match=r"engine.name: unknown engine 'oracle'"):
+        config_from_dict({"engine": {"name": "oracle"}})
+    with pytest.raises(ConfigError, match="engine.bogus"):
+        config_from_dict({"engine": {"bogus": 1}})

@@ -273,7 +273,7 @@ def test_the_stage_fills_marks_persists_and_reuses_the_model(tmp_path, monkeypat
     assert n_learned > 0 and "learned layer filled" in notes[0] and f"symptom {n_learned}" in notes[0]
     card = tmp_path / "models" / learned.MODEL_DIR / "card.json"
     assert card.exists() and (card.parent / "symptom.skops").exists()
-    agree = wh.scalar("""SELECT count(*) FROM learned_codes l JOIN tickets t USING (service_point, ticket_id)
+    agree = wh.scalar("""SELECT count(*) FROM learned_codes l JOIN tickets_coded t USING (service_point, ticket_id)
                          WHERE l.dimension = 'symptom' AND t.symptom_code = l.code AND t.symptom_score = l.score""")
     assert agree == n_learned
     monkeypatch.setattr(learned, "train", lambda *a, **k: pytest.fail("retrained on an unchanged training set"))

@@ -75,7 +75,7 @@ def test_import_stores_answers_and_the_next_run_codes_them(cli, warehouse, data,
         from pipeline.run import RunContext, resolve_stage
 
         ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
-        for target in ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run"):
+        for target in ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run", "pipeline.link.tickets:run"):
             resolve_stage(target)(ctx)
         sh4 = wh.pl("SELECT * FROM tickets WHERE ticket_id = 'SH-4'").row(0, named=True)
         assert sh4["action_code"] == "REPLACE" and sh4["action_score"] == 100.0

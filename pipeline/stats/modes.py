@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.engine import Engine
 from pipeline.stats.rates import poisson_interval
 from pipeline.stats.exposure import Window
-from pipeline.stats.failures import _in_list
+from pipeline.vocab.sql import literals
 
 
 def _between(engine: Engine, expr: str, window: Window) -> str:
@@ -25,7 +25,7 @@ def pareto(engine: Engine, window: Window, parts: list[str], actions: list[str])
     df = engine.pl(f"""
 SELECT coalesce(part_code, '(uncoded)') AS part_code, coalesce(symptom_code, '(uncoded)') AS symptom_code,
        count(*) AS tickets,
-       CAST(sum(CASE WHEN part_code IN {_in_list(parts)} AND action_code IN {_in_list(actions)} THEN 1 ELSE 0 END) AS BIGINT) AS failures
+       CAST(sum(CASE WHEN part_code IN ({literals(parts)}) AND action_code IN ({literals(actions)}) THEN 1 ELSE 0 END) AS BIGINT) AS failures
 FROM tickets
 WHERE {_between(engine, 'opened_at', window)}
 GROUP BY 1, 2
@@ -72,14 +72,13 @@ ORDER BY e.kind, e.xid, e.model""", step="stats: xid rates")
 
 def repair_times(engine: Engine, window: Window) -> tuple[pl.DataFrame, int]:
     """Time to repair by part from tickets with a close time; also the count closed before opened."""
-    ep = engine.dialect.epoch_seconds
+    d = engine.dialect
+    ep = d.epoch_seconds
     base = f"""
 SELECT coalesce(part_code, '(uncoded)') AS part_code, ({ep('closed_at')} - {ep('opened_at')}) / 3600.0 AS hours
 FROM tickets WHERE closed_at IS NOT NULL AND {_between(engine, 'opened_at', window)}"""
-    agg = """count(*) AS tickets, avg(hours) AS mttr_hours, median(hours) AS median_hours,
-       quantile_cont(hours, 0.9) AS p90_hours"""
-    if engine.dialect.name == "spark":
-        agg = agg.replace("median(hours)", "percentile(hours, 0.5)").replace("quantile_cont(hours, 0.9)", "percentile(hours, 0.9)")
+    agg = f"""count(*) AS tickets, avg(hours) AS mttr_hours, {d.quantile('hours', 0.5)} AS median_hours,
+       {d.quantile('hours', 0.9)} AS p90_hours"""
     df = engine.pl(f"""
 WITH r AS ({base})
 SELECT part_code, {agg} FROM r WHERE hours >= 0 GROUP BY part_code
@@ -101,7 +100,7 @@ WITH faults AS (
     FROM tickets AS t
     LEFT JOIN (SELECT serial, min(host) AS host, min(slot) AS slot FROM inventory GROUP BY serial) AS i
            ON i.serial = t.serial
-    WHERE t.part_code IN {_in_list(parts)} AND t.opened_at IS NOT NULL AND {_between(engine, 't.opened_at', window)}
+    WHERE t.part_code IN ({literals(parts)}) AND t.opened_at IS NOT NULL AND {_between(engine, 't.opened_at', window)}
 ),
 keyed AS (
     SELECT 'gpu' AS level, serial AS key, host, ticket_id, opened_at, serial FROM faults WHERE serial IS NOT NULL
