@@ -177,15 +177,16 @@ class Collect:
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    # The engine that runs every SQL step: "duckdb" (default, over the warehouse file).
+class EngineSettings:
+    # What runs the SQL steps: "duckdb" (one machine, no setup) or "spark" (the [spark] extra
+    # and a Java runtime).
     name: str = "duckdb"
 
 
 @dataclass(frozen=True)
 class Config:
     paths: Paths = field(default_factory=Paths)
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    engine: EngineSettings = field(default_factory=EngineSettings)
     time: Time = field(default_factory=Time)
     sites: dict[str, Site] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)
@@ -314,12 +315,6 @@ def _check_values(values: dict, problems: list[str]) -> None:
         except (ZoneInfoNotFoundError, ValueError):
             problems.append(f"{name}: unknown time zone {tz!r} (use an IANA name like 'Asia/Shanghai')")
 
-    engine = values.get("engine")
-    if engine is not None:
-        from pipeline.engine import ENGINES
-
-        if engine.name not in ENGINES:
-            problems.append(f"engine.name: unknown engine {engine.name!r} (one of {', '.join(ENGINES)})")
     time = values.get("time")
     if time is not None:
         check_tz(time.default_tz, "time.default_tz")
@@ -355,6 +350,9 @@ def _check_values(values: dict, problems: list[str]) -> None:
             problems.append(f"report.detect_rate_ratio: must be above 1, got {rep.detect_rate_ratio}")
         if not 0 < rep.power < 1:
             problems.append(f"report.power: must be between 0 and 1, got {rep.power}")
+    engine = values.get("engine")
+    if engine is not None:
+        _check_engine(engine, problems)
     pred = values.get("predict")
     if pred is not None and pred.horizon_days < 1:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
@@ -363,6 +361,14 @@ def _check_values(values: dict, problems: list[str]) -> None:
     if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
         problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
                         f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")
+
+
+def _check_engine(engine: EngineSettings, problems: list[str]) -> None:
+    """The engine's name."""
+    from pipeline.engine import ENGINES  # the engine package imports no Spark module
+
+    if engine.name not in ENGINES:
+        problems.append(f"engine.name: must be one of {', '.join(ENGINES)}, got {engine.name!r}")
 
 
 def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> None:

@@ -62,7 +62,7 @@ def test_bad_toml_and_missing_file(tmp_path):
 
 def test_engine_is_named_and_checked(tmp_path):
     assert Config().engine.name == "duckdb"
-    with pytest.raises(ConfigError, match=r"engine.name: unknown engine 'oracle'"):
+    with pytest.raises(ConfigError, match=r"engine.name: must be one of duckdb, spark, got 'oracle'"):
         config_from_dict({"engine": {"name": "oracle"}})
     with pytest.raises(ConfigError, match="engine.bogus"):
         config_from_dict({"engine": {"bogus": 1}})

@@ -42,7 +42,7 @@ class Dialect:
         return f"({expr} + INTERVAL {months} MONTH)"
 
     def quantile(self, expr: str, q: float) -> str:
-        """The aggregate giving the ``q`` quantile of ``expr``, interpolated between rows."""
+        """The interpolated ``q`` quantile of a numeric aggregate (0.5: the median)."""
         return f"quantile_cont({expr}, {float(q)!r})"
 
     def create_temp(self, name: str, select: str) -> str:

@@ -72,13 +72,13 @@ ORDER BY e.kind, e.xid, e.model""", step="stats: xid rates")
 
 def repair_times(engine: Engine, window: Window) -> tuple[pl.DataFrame, int]:
     """Time to repair by part from tickets with a close time; also the count closed before opened."""
-    d = engine.dialect
-    ep = d.epoch_seconds
+    ep = engine.dialect.epoch_seconds
     base = f"""
 SELECT coalesce(part_code, '(uncoded)') AS part_code, ({ep('closed_at')} - {ep('opened_at')}) / 3600.0 AS hours
 FROM tickets WHERE closed_at IS NOT NULL AND {_between(engine, 'opened_at', window)}"""
-    agg = f"""count(*) AS tickets, avg(hours) AS mttr_hours, {d.quantile('hours', 0.5)} AS median_hours,
-       {d.quantile('hours', 0.9)} AS p90_hours"""
+    q = engine.dialect.quantile
+    agg = f"""count(*) AS tickets, avg(hours) AS mttr_hours, {q('hours', 0.5)} AS median_hours,
+       {q('hours', 0.9)} AS p90_hours"""
     df = engine.pl(f"""
 WITH r AS ({base})
 SELECT part_code, {agg} FROM r WHERE hours >= 0 GROUP BY part_code
