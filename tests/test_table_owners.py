@@ -1,7 +1,7 @@
 """Each declared table is written by the one stage its declaration names (``stage:`` in
 ``pipeline/declared/tables/*.yaml``), and by no other.
 
-The nightly job runs on a small simulated fleet while every write is recorded with the stage
+The nightly job runs on a small simulated fleet (8 GPUs, 20 days, some tickets) while every write is recorded with the stage
 that made it: rows appended or cleared through the warehouse (``insert``, ``replace``,
 ``clear``) and every INSERT, DELETE, UPDATE or CREATE TABLE statement sent to the engine or the
 warehouse's own connection. The registry's own writes (``files``, ``quarantine``, ``runs``, and
@@ -111,7 +111,7 @@ def test_every_stage_writes_only_the_tables_it_declares(tmp_path, recorder, cli)
 
     who, writes = recorder
     data = tmp_path / "data"
-    assert cli("simulate", "--gpus", 16, "--days", 30, "--seed", 5, "--accel", 40, "--out", data) == 0
+    assert cli("simulate", "--gpus", 8, "--days", 20, "--seed", 5, "--accel", 60, "--out", data) == 0
     cfg = load_config(ROOT / "fleetfault.toml")
     _, code = run_pipeline(cfg, data, tmp_path / "wh.duckdb", tmp_path / "out")
     assert code in (0, 1)
