@@ -18,11 +18,11 @@ latest before the event), telemetry (host + pci_bus_id that UTC day), then the i
 
 from __future__ import annotations
 
+import duckdb
 import polars as pl
 
 from datetime import datetime
 
-from pipeline.engine import DuckDBEngine
 from pipeline.vocab.hosts import host_key_sql
 from pipeline.ingest.xid_boots import date_events
 from pipeline.ingest.xid_catalog import load_catalog
@@ -151,13 +151,13 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
 
     ``raw`` has the ``xid_raw`` columns. Returns one row per event, ordered by host and time.
     """
-    engine = DuckDBEngine()  # in memory: a frame, no warehouse
+    con = duckdb.connect()
     try:
-        engine.register("xid_raw_frame", raw)
-        return engine.pl(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen",
-                         step="xid: de-duplicate parsed events")
+        con.register("xid_raw_frame", raw)
+        out = con.sql(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen").pl()
     finally:
-        engine.con.close()
+        con.close()
+    return out
 
 
 def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
@@ -168,22 +168,22 @@ def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     Returns the number of events.
     """
     cat = load_catalog().drop("causes")
-    segs = wh.engine.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
-    dated = date_events(wh.engine.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
+    segs = wh.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
+    dated = date_events(wh.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
     # the driver's map lines of an uptime-only log are dated alike, to link later files' events
-    maps = date_events(wh.engine.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
-    engine = wh.engine
-    inputs = {"_xid_catalog": cat, "_xid_dated": dated, "_gpu_map_dated": maps}
-    for name, frame in inputs.items():
-        engine.register(name, frame)
+    maps = date_events(wh.pl("SELECT * FROM gpu_map", step="xid: gpu map"), segs, boot_times)
+    wh.con.register("_xid_catalog", cat)
+    wh.con.register("_xid_dated", dated)
+    wh.con.register("_gpu_map_dated", maps)
     try:
         with wh.transaction():
-            engine.execute(_HOST_KEY_MACRO, step="xid: host_key macro")
-            engine.create_table("_xid_dedup", _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
-            wh.clear("xid_events")
-            engine.execute("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
-            engine.execute("DROP TABLE _xid_dedup", step="xid: drop temp")
+            wh.sql(_HOST_KEY_MACRO, step="xid: host_key macro")
+            wh.sql("CREATE OR REPLACE TEMP TABLE _xid_dedup AS " + _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
+            wh.sql("DELETE FROM xid_events", step="xid: clear xid_events")
+            wh.sql("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
+            wh.sql("DROP TABLE _xid_dedup", step="xid: drop temp")
     finally:
-        for name in inputs:
-            engine.unregister(name)
-    return engine.scalar("SELECT count(*) FROM xid_events", step="xid: count")
+        wh.con.unregister("_xid_catalog")
+        wh.con.unregister("_xid_dated")
+        wh.con.unregister("_gpu_map_dated")
+    return wh.scalar("SELECT count(*) FROM xid_events", step="xid: count")
