@@ -53,8 +53,8 @@ def walk_forward(wh: Warehouse, cfg: Config, periods: int, *, seed: int = 0, min
     :func:`evaluate.score` for a score's keys (``topk`` is the day's top ``alert_top``).
     """
     p = dataclasses.replace(cfg.predict, top_k=cfg.predict.alert_top)
-    first, last = wh.engine.rows("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL",
-                                 step="predict: labelled range")[0]
+    first, last = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL",
+                         step="predict: labelled range")[0]
     if first is None:
         return {"periods": [], "pooled": None, "leads": {}}
     frame = labelled_frame(wh, first, last)
