@@ -22,7 +22,7 @@ from pipeline.config import Config
 from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
-from pipeline.vocab.sql import ident, literal, literals
+from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (),
         f"sum(coalesce(x{c}, 0)) OVER {w} AS xid{c}_{n}d"
         for c in XID_CODES for n, w in ((7, w7), (30, w30))
     )
-    cls_day = ",\n      ".join(f"count(*) FILTER (WHERE cls = '{k}') AS c_{k}" for k in XID_CLASSES)
+    cls_day = ",\n      ".join(f"count(*) FILTER (WHERE cls = {literal(k)}) AS c_{k}" for k in XID_CLASSES)
     cls_roll = ",\n    ".join(
         f"CAST(sum(coalesce(c_{k}, 0)) OVER {w} AS DOUBLE) AS xc_{k}_{n}d"
         for k in XID_CLASSES for n, w in ((1, w1), (7, w7), (30, w30))
@@ -343,7 +343,7 @@ def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end
         return 0
     start, end = start or rng[0], end or rng[1]
     sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh), start=start, end=end)
-    cols = ", ".join(ident(c) for c in wh.schemas["features"].names)
+    cols = ", ".join(f'"{c}"' for c in wh.schemas["features"].names)
     with wh.transaction():
         wh.clear("features")
         wh.engine.execute(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})", step="predict: features")

@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.engine import Engine
 from pipeline.stats.rates import poisson_interval
 from pipeline.stats.exposure import Window
-from pipeline.vocab.sql import literals
+from pipeline.stats.failures import _in_list
 
 
 def _between(engine: Engine, expr: str, window: Window) -> str:
@@ -25,7 +25,7 @@ def pareto(engine: Engine, window: Window, parts: list[str], actions: list[str])
     df = engine.pl(f"""
 SELECT coalesce(part_code, '(uncoded)') AS part_code, coalesce(symptom_code, '(uncoded)') AS symptom_code,
        count(*) AS tickets,
-       CAST(sum(CASE WHEN part_code IN ({literals(parts)}) AND action_code IN ({literals(actions)}) THEN 1 ELSE 0 END) AS BIGINT) AS failures
+       CAST(sum(CASE WHEN part_code IN {_in_list(parts)} AND action_code IN {_in_list(actions)} THEN 1 ELSE 0 END) AS BIGINT) AS failures
 FROM tickets
 WHERE {_between(engine, 'opened_at', window)}
 GROUP BY 1, 2
@@ -100,7 +100,7 @@ WITH faults AS (
     FROM tickets AS t
     LEFT JOIN (SELECT serial, min(host) AS host, min(slot) AS slot FROM inventory GROUP BY serial) AS i
            ON i.serial = t.serial
-    WHERE t.part_code IN ({literals(parts)}) AND t.opened_at IS NOT NULL AND {_between(engine, 't.opened_at', window)}
+    WHERE t.part_code IN {_in_list(parts)} AND t.opened_at IS NOT NULL AND {_between(engine, 't.opened_at', window)}
 ),
 keyed AS (
     SELECT 'gpu' AS level, serial AS key, host, ticket_id, opened_at, serial FROM faults WHERE serial IS NOT NULL
