@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline import preflight
 from pipeline.config import Config
-from pipeline.engine import Engine, get_engine
+from pipeline.engine import Engine
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.report.run_status import recorded
 from pipeline.warehouse import FileResult, Loaded, Warehouse
@@ -135,6 +135,8 @@ def _write_stage_report(out_dir: Path, report: StageReport) -> None:
 def build_engine(cfg: Config, wh: Warehouse) -> Engine:
     """The engine the config names (``[engine] name``) over the warehouse's tables: DuckDB
     runs on the warehouse's own connection."""
+    from pipeline.engine import get_engine
+
     if cfg.engine.name == "duckdb":
         return get_engine("duckdb", con=wh.con)
     return get_engine(cfg.engine.name)
