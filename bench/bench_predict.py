@@ -105,12 +105,16 @@ def _simulate_command(params: dict) -> str | None:
 def _data_size(data: Path, wh: Path) -> str:
     """Input files read and what the warehouse made of them (GPUs, GPU-days, events, failures)."""
     files = {d: sum(1 for _ in (data / d).rglob("*") if not _.is_dir()) for d in ("telemetry", "kernel", "tickets")}
+    from pipeline.vocab.sql import literal
     from pipeline.warehouse import Warehouse
 
     with Warehouse(wh) as w:
-        gpus, gpu_days, d0, d1 = w.sql("SELECT count(DISTINCT serial), count(*), min(day), max(day) FROM gpu_days")[0]
-        xids = w.scalar("SELECT count(*) FROM xid_events")
-        fails = w.scalar("SELECT count(*) FROM failures WHERE CAST(failed_at AS DATE) BETWEEN ? AND ?", [d0, d1])
+        e = w.engine
+        gpus, gpu_days, d0, d1 = e.rows("SELECT count(DISTINCT serial), count(*), min(day), max(day) FROM gpu_days",
+                                        step="bench: fleet size")[0]
+        xids = e.scalar("SELECT count(*) FROM xid_events", step="bench: xid events")
+        fails = e.scalar(f"SELECT count(*) FROM failures WHERE CAST(failed_at AS DATE) BETWEEN {literal(d0)} AND {literal(d1)}",
+                         step="bench: failures")
     return (f"{files['telemetry']:,} telemetry, {files['kernel']:,} kernel-log and {files['tickets']:,} ticket files; "
             f"{gpus:,} GPUs with telemetry, {gpu_days:,} GPU-days from {d0} to {d1}, {xids:,} Xid/SXid events, "
             f"{fails} GPU replacements in that range")

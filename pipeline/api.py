@@ -21,6 +21,7 @@ import polars as pl
 from pipeline.config import Config, load_config
 from pipeline.errors import UsageError
 from pipeline.report import reliability, tables
+from pipeline.vocab.sql import literal
 from pipeline.warehouse import Warehouse
 
 __all__ = [
@@ -47,7 +48,9 @@ def open_warehouse(path: str | Path | None = None, cfg: Config | None = None) ->
     path = Path(path) if path else Path(cfg.paths.warehouse)
     if not path.exists():
         raise UsageError(f"no warehouse at {path}: run `fleetfault run` first, or pass its path")
-    return Warehouse(path, read_only=True)
+    from pipeline.run import open_warehouse as _open  # the config's engine, as every command gets it
+
+    return _open(cfg, path, read_only=True)
 
 
 def _cfg(cfg: Config | None) -> Config:
@@ -122,18 +125,19 @@ def gpu_history(wh: Warehouse, serial: str) -> dict[str, pl.DataFrame]:
     if not isinstance(serial, str) or not serial.strip():
         raise UsageError(f"gpu_history: serial must be a non-empty string, got {serial!r}")
     s = serial.strip().upper()
+    key = literal(s)
     q = {
         "inventory": "SELECT serial, model, vendor, host, slot, site, batch, installed_at, removed_at "
-                     "FROM inventory WHERE serial = ?",
-        "gpu_days": "SELECT * EXCLUDE (gpu_key) FROM gpu_days WHERE serial = ? ORDER BY day",
+                     f"FROM inventory WHERE serial = {key}",
+        "gpu_days": f"SELECT * EXCLUDE (gpu_key) FROM gpu_days WHERE serial = {key} ORDER BY day",
         "xid_events": "SELECT ts, host, pci_bus_id, kind, xid, severity, message, source_file, line_no "
-                      "FROM xid_events WHERE serial = ? ORDER BY ts NULLS LAST",
+                      f"FROM xid_events WHERE serial = {key} ORDER BY ts NULLS LAST",
         "tickets": "SELECT service_point, ticket_id, opened_at, closed_at, part_code, symptom_code, action_code, "
-                   "part_text, symptom_text, action_text, review FROM tickets WHERE serial = ? ORDER BY opened_at",
+                   f"part_text, symptom_text, action_text, review FROM tickets WHERE serial = {key} ORDER BY opened_at",
         "predictions": "SELECT as_of, rank, risk, horizon_days, top_factors, model_version FROM predictions "
-                       "WHERE serial = ? ORDER BY as_of",
+                       f"WHERE serial = {key} ORDER BY as_of",
     }
-    return {name: wh.pl(sql, [s], step=f"api: {name} of {s}") for name, sql in q.items()}
+    return {name: wh.engine.pl(sql, step=f"api: {name} of {s}") for name, sql in q.items()}
 
 
 def interesting_gpu(wh: Warehouse) -> str | None:
@@ -142,7 +146,7 @@ def interesting_gpu(wh: Warehouse) -> str | None:
     for sql in ("SELECT serial FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank LIMIT 1",
                 "SELECT serial FROM xid_events WHERE serial IS NOT NULL GROUP BY serial ORDER BY count(*) DESC, serial LIMIT 1",
                 "SELECT serial FROM inventory ORDER BY serial LIMIT 1"):
-        value = wh.scalar(sql, step="api: interesting gpu")
+        value = wh.engine.scalar(sql, step="api: interesting gpu")
         if value:
             return value
     return None
@@ -153,7 +157,7 @@ def model_runs(wh: Warehouse) -> pl.DataFrame:
     evidence score's (``baseline_pr_auc``), and whether it was promoted and why (newest first)."""
     if not wh.table_exists("model_runs"):  # a warehouse from before the predict stage existed
         return pl.DataFrame()
-    return wh.pl("SELECT * FROM model_runs ORDER BY trained_at DESC", step="api: model runs")
+    return wh.engine.pl("SELECT * FROM model_runs ORDER BY trained_at DESC", step="api: model runs")
 
 
 def _models_dir(wh: Warehouse, cfg: Config) -> Path:

@@ -126,17 +126,18 @@ def export(
 ) -> None:
     """Write one warehouse table with the contract's columns."""
     from pipeline.output import write_table
-    from pipeline.warehouse import Warehouse
+    from pipeline.run import open_warehouse
+    from pipeline.vocab.sql import ident
 
     cfg = setup(config)
     if table not in EXPORTS:
         raise UsageError(f"export: unknown table {table!r}; choose one of {', '.join(EXPORTS)}")
     name, cols = EXPORTS[table]
-    with Warehouse(existing_warehouse(cfg, warehouse), read_only=True) as wh:
-        select = ", ".join(f'"{c}"' for c in cols) if cols else "*"
+    with open_warehouse(cfg, existing_warehouse(cfg, warehouse), read_only=True) as wh:
+        select = ", ".join(ident(c) for c in cols) if cols else "*"
         order = {"xid": " ORDER BY ts, host", "tickets": " ORDER BY opened_at, ticket_id",
                  "gpu_days": " ORDER BY gpu_key, day", "failures": " ORDER BY failed_at"}.get(table, "")
-        df = wh.pl(f'SELECT {select} FROM "{name}"{order}', step=f"export {table}")
+        df = wh.engine.pl(f"SELECT {select} FROM {ident(name)}{order}", step=f"export {table}")
     write_table(df, out)
     out_console.print(f"wrote {df.height} rows of {table} to {out}")
 

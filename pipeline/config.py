@@ -208,8 +208,16 @@ class Collect(_Frozen):
 
 
 @dataclass(frozen=True)
+class EngineSettings(_Frozen):
+    # What runs the SQL steps: "duckdb" (one machine, no setup) or "spark" (the [spark] extra
+    # and a Java runtime).
+    name: str = "duckdb"
+
+
+@dataclass(frozen=True)
 class Config(_Frozen):
     paths: Paths = field(default_factory=Paths)
+    engine: EngineSettings = field(default_factory=EngineSettings)
     time: Time = field(default_factory=Time)
     sites: Mapping[str, Site] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)
@@ -386,11 +394,19 @@ def _check_values(cfg: Config, problems: list[str]) -> None:
         if base not in (0, 1):
             problems.append(f"link.slot_base.{point}: must be 0 or 1 (the number of the first GPU), got {base}")
     _check_stats(cfg.stats, problems)
+    _check_engine(cfg.engine, problems)
     _check_boot_times(cfg.kernel.boot_times, problems)
     if cfg.telemetry.fields:
         _check_fields(cfg.telemetry.fields, "telemetry.fields", problems)
     for pattern, fields in cfg.telemetry.host_fields.items():
         _check_fields(fields, f"telemetry.host_fields.{pattern}", problems)
+
+
+def _check_engine(engine: EngineSettings, problems: list[str]) -> None:
+    from pipeline.engine import ENGINES  # the engine package imports no Spark module
+
+    if engine.name not in ENGINES:
+        problems.append(f"engine.name: must be one of {', '.join(ENGINES)}, got {engine.name!r}")
 
 
 def _check_tz(tz: str, name: str, problems: list[str]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline import preflight
 from pipeline.config import Config
+from pipeline.engine import Engine
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.report.run_status import recorded
 from pipeline.warehouse import FileResult, Loaded, Warehouse
@@ -133,6 +134,42 @@ def _write_stage_report(out_dir: Path, report: StageReport) -> None:
     (folder / f"{report.stage}.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
 
 
+def build_engine(cfg: Config, wh: Warehouse) -> Engine:
+    """The engine the config names (``[engine] name``) over the warehouse's tables: DuckDB
+    runs on the warehouse's own connection."""
+    from pipeline.engine import get_engine
+
+    if cfg.engine.name == "duckdb":
+        return get_engine("duckdb", con=wh.con)
+    return get_engine(cfg.engine.name)
+
+
+def open_warehouse(cfg: Config, path: Path | str, *, read_only: bool = False) -> Warehouse:
+    """The warehouse at ``path`` with the config's engine attached: every command that reads
+    or writes the warehouse opens it here, so all SQL runs on the engine the config names."""
+    wh = Warehouse(path, read_only=read_only)
+    try:
+        wh.engine = build_engine(cfg, wh)
+    except BaseException:
+        wh.close()
+        raise
+    return wh
+
+
+def recode(wh: Warehouse, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
+    """Code the tickets again, link them and rebuild ``failures``: what follows new review
+    answers (``fleetfault review import``) without a whole night. Returns (tickets, still
+    awaiting review)."""
+    from pipeline.link.tickets import relink
+    from pipeline.normalize.stage import recode as code_tickets
+    from pipeline.stats.failures import build_failures
+
+    n, waiting = code_tickets(wh, cfg, notes)
+    relink(wh, cfg)
+    build_failures(wh, cfg.stats)
+    return n, waiting
+
+
 def resolve_stage(target: str) -> Callable[[RunContext], None]:
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
@@ -160,7 +197,7 @@ def run_pipeline(
     preflight.check_inputs(Path(data_dir), files=not stages or "inventory" in stages)
     preflight.check_warehouse(warehouse)
     preflight.check_writable(Path(out_dir), "--out")
-    with Warehouse(warehouse) as wh:
+    with open_warehouse(cfg, warehouse) as wh:
         wh.start_run("run" if not stages else "run --stage " + ",".join(stages))
         ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress)
         status = "failed"

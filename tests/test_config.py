@@ -24,6 +24,14 @@ def test_config_is_frozen():
         cfg.paths.data = "x"  # type: ignore[misc]
 
 
+def test_engine_is_named_and_checked():
+    assert Config().engine.name == "duckdb"
+    with pytest.raises(ConfigError, match=r"engine.name: must be one of duckdb, spark, got 'oracle'"):
+        config_from_dict({"engine": {"name": "oracle"}})
+    with pytest.raises(ConfigError, match="engine.bogus"):
+        config_from_dict({"engine": {"bogus": 1}})
+
+
 def test_all_problems_reported_together():
     raw = {
         "paths": {"data": 3, "bogus": 1},

@@ -46,12 +46,11 @@ def test_every_declared_table_is_present_with_its_columns(sample_warehouse):
     wh_path, _ = sample_warehouse
     with Warehouse(wh_path, read_only=True) as wh:
         for name, sch in all_schemas().items():
-            cols = [r[0] for r in wh.sql(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position", [name])]
+            cols = wh.engine.pl(f'SELECT * FROM "{name}" LIMIT 0', step="test").columns
             assert cols[: len(sch.names)] == sch.names or set(sch.names) <= set(cols), name
             for pk in [sch.primary_key] if sch.primary_key else []:
                 keys = ", ".join(f'"{k}"' for k in pk)
-                dupes = wh.scalar(f'SELECT count(*) FROM (SELECT {keys} FROM "{name}" GROUP BY ALL HAVING count(*) > 1)')
+                dupes = wh.engine.scalar(f'SELECT count(*) FROM (SELECT {keys} FROM "{name}" GROUP BY ALL HAVING count(*) > 1)', step="test")
                 assert dupes == 0, f"{name}: duplicate primary keys"
 
 
@@ -59,10 +58,10 @@ def test_core_tables_are_filled(sample_warehouse):
     wh_path, out = sample_warehouse
     with Warehouse(wh_path, read_only=True) as wh:
         for table in ("inventory", "gpu_days", "xid_events", "tickets", "failures", "predictions", "stats_afr"):
-            assert wh.scalar(f'SELECT count(*) FROM "{table}"') > 0, f"{table} is empty after the sample run"
+            assert wh.engine.scalar(f'SELECT count(*) FROM "{table}"', step="test") > 0, f"{table} is empty after the sample run"
         # Every GPU-day belongs to a known host; Xid codes are integers with canonical bus ids.
-        assert wh.scalar("SELECT count(*) FROM xid_events WHERE pci_bus_id IS NOT NULL AND NOT regexp_matches(pci_bus_id, '^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$')") == 0
-        assert wh.scalar("SELECT count(*) FROM predictions WHERE risk < 0 OR risk > 1") == 0
+        assert wh.engine.scalar("SELECT count(*) FROM xid_events WHERE pci_bus_id IS NOT NULL AND NOT regexp_matches(pci_bus_id, '^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$')", step="test") == 0
+        assert wh.engine.scalar("SELECT count(*) FROM predictions WHERE risk < 0 OR risk > 1", step="test") == 0
     for name in ("report.html", "predictions.csv"):
         assert (out / name).exists(), name
 
@@ -70,12 +69,12 @@ def test_core_tables_are_filled(sample_warehouse):
 def test_counts_reconcile_per_file(sample_warehouse):
     wh_path, _ = sample_warehouse
     with Warehouse(wh_path, read_only=True) as wh:
-        bad = wh.sql("""
+        bad = wh.engine.rows("""
             SELECT f.path, f.rows_read, f.rows_loaded, f.rows_quarantined, count(q.file_id)
             FROM files f LEFT JOIN quarantine q USING (file_id)
             GROUP BY ALL
             HAVING f.rows_read <> f.rows_loaded + f.rows_quarantined OR f.rows_quarantined <> count(q.file_id)
-        """)
+        """, step="test")
         assert not bad, bad
 
 
@@ -84,10 +83,10 @@ def test_codes_are_in_the_taxonomy(sample_warehouse):
     codes = CONTRACT_CODES
     with Warehouse(wh_path, read_only=True) as wh:
         for dim in ("part", "symptom", "action"):
-            used = {r[0] for r in wh.sql(f"SELECT DISTINCT {dim}_code FROM tickets WHERE {dim}_code IS NOT NULL")}
+            used = {r[0] for r in wh.engine.rows(f"SELECT DISTINCT {dim}_code FROM tickets WHERE {dim}_code IS NOT NULL", step="test")}
             assert used <= codes[dim], (dim, used - codes[dim])
             # A code is null exactly when the ticket needs review for it.
-            assert wh.scalar(f"SELECT count(*) FROM tickets WHERE {dim}_code IS NULL AND NOT review") == 0
+            assert wh.engine.scalar(f"SELECT count(*) FROM tickets WHERE {dim}_code IS NULL AND NOT review", step="test") == 0
 
 
 @pytest.mark.parametrize("table", ["xid", "tickets", "gpu_days", "failures"])
@@ -111,5 +110,5 @@ def test_second_run_loads_nothing(sample_warehouse, tmp_path, capsys):
     assert code == 0
     assert "No new rows" in capsys.readouterr().out
     with Warehouse(wh_path, read_only=True) as wh:
-        last = wh.sql("SELECT status FROM runs ORDER BY run_id DESC LIMIT 1")[0][0]
+        last = wh.engine.rows("SELECT status FROM runs ORDER BY run_id DESC LIMIT 1", step="test")[0][0]
         assert last == "ok"

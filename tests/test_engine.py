@@ -103,3 +103,28 @@ def test_spark_and_duckdb_give_the_same_rates():
         engine.register("tickets", tickets)
         results.append(st.lifetimes(engine, cfg).frame().select("id", "entry_at", "exit_at", "failed", "gpu_days"))
     assert results[0].to_dicts() == results[1].to_dicts()
+
+
+def _repair_quantiles(engine) -> list[tuple]:
+    d = engine.dialect
+    engine.register("hours", pl.DataFrame({"h": [1.0, 2.0, 3.0, 10.0]}))
+    return engine.rows(f"SELECT {d.quantile('h', 0.5)}, {d.quantile('h', 0.9)} FROM hours", step="quantiles")
+
+
+def test_dialect_quantile_interpolates_between_rows():
+    assert _repair_quantiles(get_engine("duckdb")) == [(2.5, pytest.approx(7.9))]
+
+
+@pytest.mark.spark
+def test_spark_quantile_is_duckdbs():
+    pytest.importorskip("pyspark")
+    assert _repair_quantiles(get_engine("spark")) == _repair_quantiles(get_engine("duckdb"))
+
+
+def test_the_engine_hands_out_pandas_typed_as_duckdb_does():
+    eng = DuckDBEngine()
+    sql = ("SELECT * FROM (VALUES (DATE '2025-01-02', 1::INTEGER, 2::BIGINT, true, 1.0::DOUBLE, 'a'), "
+           "(NULL, NULL, 3, NULL, NULL, NULL)) AS t(d, i, j, b, x, s)")
+    import pandas.testing
+
+    pandas.testing.assert_frame_equal(eng.pandas(sql, step="pandas"), eng.con.sql(sql).df())

@@ -254,7 +254,7 @@ def test_the_stage_hook_is_off_when_the_config_says_so(tmp_path, monkeypatch, st
     wh = stage_wh(60)
     n, waiting = stage.recode(wh, config_from_dict({"normalize": {"learned": False}}))
     assert called == [] and n == 60 and waiting > 0
-    assert wh.scalar("SELECT count(*) FROM learned_codes") == 0
+    assert wh.engine.scalar("SELECT count(*) FROM learned_codes", step="test") == 0
     assert not (tmp_path / "models").exists()
     with pytest.raises(RuntimeError):
         stage.recode(wh, config_from_dict({}))  # on by default
@@ -269,16 +269,16 @@ def test_the_stage_fills_marks_persists_and_reuses_the_model(tmp_path, monkeypat
     wh = stage_wh(1200)
     notes: list[str] = []
     stage.recode(wh, cfg, notes)  # trains; the second recode below reuses the stored model
-    n_learned = wh.scalar("SELECT count(*) FROM learned_codes")
+    n_learned = wh.engine.scalar("SELECT count(*) FROM learned_codes", step="test")
     assert n_learned > 0 and "learned layer filled" in notes[0] and f"symptom {n_learned}" in notes[0]
     card = tmp_path / "models" / learned.MODEL_DIR / "card.json"
     assert card.exists() and (card.parent / "symptom.skops").exists()
-    agree = wh.scalar("""SELECT count(*) FROM learned_codes l JOIN tickets t USING (service_point, ticket_id)
-                         WHERE l.dimension = 'symptom' AND t.symptom_code = l.code AND t.symptom_score = l.score""")
+    agree = wh.engine.scalar("""SELECT count(*) FROM learned_codes l JOIN tickets_coded t USING (service_point, ticket_id)
+                         WHERE l.dimension = 'symptom' AND t.symptom_code = l.code AND t.symptom_score = l.score""", step="test")
     assert agree == n_learned
     monkeypatch.setattr(learned, "train", lambda *a, **k: pytest.fail("retrained on an unchanged training set"))
     stage.recode(wh, cfg)
-    assert wh.scalar("SELECT count(*) FROM learned_codes") == n_learned
+    assert wh.engine.scalar("SELECT count(*) FROM learned_codes", step="test") == n_learned
     # the review export lists the layer's codes for a person to confirm, its code first
     todo = review.pending(wh).filter(pl.col("learned_code").is_not_null())
     assert todo.height > 0 and set(todo["dimension"]) == {"symptom"}

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.vocab.hosts import host_key, host_key_sql
-from pipeline.link.observed import OBSERVED_SQL, STALE_SQL, reconciled_inventory_sql
+from pipeline.link.observed import OBSERVED_SQL, reconciled_inventory_sql, stale_sql
 from pipeline.link.slots import detect_base, slot_in_text, slot_number
 from pipeline.link.tickets import link_frame, serials_in_text
 
@@ -207,10 +207,10 @@ def test_replacement_ticket_without_serial_takes_the_gpu_seen_leaving_its_slot()
 def test_stale_rows_are_the_open_ones_silent_for_longer_than_the_limit():
     inv = INV.with_columns(pl.lit(None, pl.Datetime("us")).alias("removed_at"))
     con = _observed_con(inv, _telemetry())
-    stale = con.execute(STALE_SQL, [30]).fetchall()
+    stale = con.execute(stale_sql(30)).fetchall()
     assert [(r[0], r[6]) for r in stale] == [("1650523300102", "1650523300777")]
     assert round(stale[0][7]) == 50
-    assert con.execute(STALE_SQL, [60]).fetchall() == []
+    assert con.execute(stale_sql(60)).fetchall() == []
 
 
 def test_a_typo_serial_of_a_gpu_never_in_the_tickets_slot_gives_way_to_the_slot():

@@ -114,8 +114,8 @@ def _warehouse_facts(out: Path) -> tuple[dict, int]:
     from pipeline.warehouse import Warehouse
 
     with Warehouse(out.parent / "prom-wh.duckdb", read_only=True) as wh:
-        risks = dict(wh.sql("SELECT serial, risk FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions)"))
-        xids = wh.scalar("SELECT count(*) FROM xid_events WHERE serial IS NOT NULL")
+        risks = dict(wh.engine.rows("SELECT serial, risk FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions)", step="test"))
+        xids = wh.engine.scalar("SELECT count(*) FROM xid_events WHERE serial IS NOT NULL", step="test")
     return risks, xids
 
 

@@ -22,6 +22,7 @@ from openpyxl import load_workbook
 from pipeline.config import Config
 from pipeline.report.build import SECTIONS, build_report
 from pipeline.report.stage import PREDICT_COLUMNS, write_outputs
+from pipeline.vocab.sql import literal
 from pipeline.warehouse import Rejected
 
 HOSTILE = [
@@ -120,8 +121,9 @@ def fill_warehouse(wh, seed: int = 7, gpus_per_model: int = 24) -> dict:
     wh.insert("tickets", pl.DataFrame(tickets))
     wh.insert("failures", pl.DataFrame(fails))
     wh.insert("predictions", pl.DataFrame(preds))
-    wh.sql("INSERT INTO files VALUES (1, 'inventory', 'inventory.csv', 4096, 'ab', 72, 72, 0, 1, now(), 1), "
-           "(2, 'tickets', ?, 2048, 'cd', 20, 19, 1, 1, now(), 1)", [f"tickets/shanghai/{HOSTILE[2]}.csv"])
+    wh.engine.execute("INSERT INTO files VALUES (1, 'inventory', 'inventory.csv', 4096, 'ab', 72, 72, 0, 1, now(), 1), "
+                      f"(2, 'tickets', {literal(f'tickets/shanghai/{HOSTILE[2]}.csv')}, 2048, 'cd', 20, 19, 1, 1, now(), 1)",
+                      step="test")
     wh.quarantine("tickets", f"tickets/shanghai/{HOSTILE[2]}.csv",
                   [Rejected(7, "bad_timestamp", HOSTILE[0], "opened_at '31/02/2025' is not a date")], file_id=2)
     return {"gpus": len(inv), "failures": len(failed), "predictions": len(preds)}
@@ -261,6 +263,6 @@ def test_report_command(cli, tmp_path):
 
 def test_uncalibrated_rule_scores_are_not_called_probabilities(filled):
     wh, _ = filled
-    wh.sql("UPDATE predictions SET model_version = 'rules-uncalibrated'")
+    wh.engine.rows("UPDATE predictions SET model_version = 'rules-uncalibrated'", step="test")
     doc = build_report(wh, Config()).html
     assert "are not probabilities" in doc and "replacements in the next" not in doc

@@ -20,6 +20,7 @@ from pipeline.report import tables
 from pipeline.report.build import build_report, findings_section
 from pipeline.report.findings import LIKE, MORE, NO_FAILURES, TOO_LITTLE, gather
 from pipeline.report.stage import write_outputs
+from pipeline.vocab.sql import literal
 from test_report import fill_warehouse
 
 
@@ -166,11 +167,12 @@ def test_what_changed_is_kept_and_compared(wh, tmp_path):
     assert "No new records since the report of" in again
     history.append(snap)
     # one more GPU replaced in another batch: a new night with different records
-    serial = wh.scalar("SELECT serial FROM inventory WHERE batch = 'B-2024-03' AND serial NOT IN "
-                       "(SELECT serial FROM failures) ORDER BY serial LIMIT 1")
+    serial = wh.engine.scalar("SELECT serial FROM inventory WHERE batch = 'B-2024-03' AND serial NOT IN "
+                       "(SELECT serial FROM failures) ORDER BY serial LIMIT 1", step="test")
     when = datetime(2025, 5, 20, 9)
-    wh.sql("INSERT INTO tickets SELECT * REPLACE ('T-9999' AS ticket_id, ? AS serial, ? AS opened_at, "
-           "? AS closed_at) FROM tickets WHERE ticket_id = 'T-1001'", [serial, when, when])
+    wh.engine.execute(f"INSERT INTO tickets SELECT * REPLACE ('T-9999' AS ticket_id, {literal(serial)} AS serial, "
+                      f"{literal(when)} AS opened_at, {literal(when)} AS closed_at) FROM tickets WHERE ticket_id = 'T-1001'",
+                      step="test")
     wh.insert("failures", pl.DataFrame({"serial": [serial], "failed_at": [when], "ticket_id": ["T-9999"],
                                         "part_code": ["GPU"], "symptom_code": ["OVERHEAT"]}))
     third, _ = _findings_now(wh, history)

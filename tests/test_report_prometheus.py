@@ -27,11 +27,11 @@ def test_prom_file_parses_and_matches(wh, tmp_path):
     assert risk.type == "gauge" and len(risk.samples) == facts["predictions"]
     top = max(risk.samples, key=lambda s: s.value)
     assert set(top.labels) == {"serial", "host", "model", "pci_bus_id", "horizon_days"}
-    assert top.value == wh.scalar("SELECT max(risk) FROM predictions")
-    assert top.labels["serial"] == wh.scalar("SELECT serial FROM predictions WHERE rank = 1")
+    assert top.value == wh.engine.scalar("SELECT max(risk) FROM predictions", step="test")
+    assert top.labels["serial"] == wh.engine.scalar("SELECT serial FROM predictions WHERE rank = 1", step="test")
     xids = fams["fleetfault_gpu_xid_events"]
     total = sum(s.value for s in xids.samples if s.labels["window"] == "all")
-    assert total == wh.scalar("SELECT count(*) FROM xid_events WHERE serial IS NOT NULL")
+    assert total == wh.engine.scalar("SELECT count(*) FROM xid_events WHERE serial IS NOT NULL", step="test")
     assert all(s.value >= 0 for s in xids.samples)
     recent = {(s.labels["serial"], s.labels["xid"]): s.value for s in xids.samples if s.labels["window"] == "7d"}
     assert all(recent[(s.labels["serial"], s.labels["xid"])] <= s.value
@@ -55,7 +55,7 @@ def test_track_record_and_ranker_are_exported(wh):
     assert [(s.labels["month"], s.value) for s in lead] == [("2025-04", 3.5)]  # no lead without a catch
     ranker = fams["fleetfault_predict_ranker_info"].samples
     assert len(ranker) == 1 and ranker[0].value == 1.0
-    assert ranker[0].labels["ranker"] == wh.scalar("SELECT any_value(model_version) FROM predictions")
+    assert ranker[0].labels["ranker"] == wh.engine.scalar("SELECT any_value(model_version) FROM predictions", step="test")
 
 
 def test_empty_warehouse_still_parses(wh):

@@ -65,21 +65,21 @@ def test_import_stores_answers_and_the_next_run_codes_them(cli, warehouse, data,
     fill(out, {("action", "返厂"): "replace", ("symptom", "风扇异响"): "FAN_FAULT"})
     assert cli("review", "import", out, "--warehouse", warehouse) == 0
     with Warehouse(warehouse) as wh:
-        assert sorted(wh.sql("SELECT dimension, text, code FROM review_answers")) == [
+        assert sorted(wh.engine.rows("SELECT dimension, text, code FROM review_answers", step="test")) == [
             ("action", "返厂", "REPLACE"), ("symptom", "风扇异响", "FAN_FAULT")]
         # Recoded at once...
-        assert wh.scalar("SELECT action_code FROM tickets WHERE ticket_id = 'SH-3'") == "REPLACE"
+        assert wh.engine.scalar("SELECT action_code FROM tickets WHERE ticket_id = 'SH-3'", step="test") == "REPLACE"
         # ...and a new export with a near variant of the text is coded on the next run.
         (data / "tickets" / "sha-sp1" / "2025-04-04.csv").write_bytes(
             DUMP_2.replace("SH-3,", "SH-4,").replace("返厂", " 返 厂 ").replace("风扇异响", "风扇异响!").encode("gbk"))
         from pipeline.run import RunContext, resolve_stage
 
         ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
-        for target in ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run"):
+        for target in ("pipeline.ingest.tickets:run", "pipeline.normalize.stage:run", "pipeline.link.tickets:run"):
             resolve_stage(target)(ctx)
-        sh4 = wh.pl("SELECT * FROM tickets WHERE ticket_id = 'SH-4'").row(0, named=True)
+        sh4 = wh.engine.pl("SELECT * FROM tickets WHERE ticket_id = 'SH-4'", step="test").row(0, named=True)
         assert sh4["action_code"] == "REPLACE" and sh4["action_score"] == 100.0
-        assert wh.scalar("SELECT symptom_code FROM tickets WHERE ticket_id = 'SH-2'") == "FAN_FAULT"
+        assert wh.engine.scalar("SELECT symptom_code FROM tickets WHERE ticket_id = 'SH-2'", step="test") == "FAN_FAULT"
 
 
 def test_import_rejects_bad_codes_and_stores_nothing(cli, warehouse, tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_import_rejects_bad_codes_and_stores_nothing(cli, warehouse, tmp_path, c
     assert "'MAINBOARD' is not a part code" in err and "'REPLACE' is not a symptom code" in err
     assert "Allowed codes: part: GPU" in err
     with Warehouse(warehouse) as wh:
-        assert wh.scalar("SELECT count(*) FROM review_answers") == 0
+        assert wh.engine.scalar("SELECT count(*) FROM review_answers", step="test") == 0
 
 
 def test_later_answer_replaces_earlier_and_csv_round_trips(cli, warehouse, tmp_path):
@@ -111,7 +111,7 @@ def test_later_answer_replaces_earlier_and_csv_round_trips(cli, warehouse, tmp_p
     out.write_text("\n".join(lines) + "\n", encoding="utf-8-sig")
     assert cli("review", "import", out, "--warehouse", warehouse) == 0
     with Warehouse(warehouse) as wh:
-        assert wh.sql("SELECT code FROM review_answers") == [("REPLACE",)]
+        assert wh.engine.rows("SELECT code FROM review_answers", step="test") == [("REPLACE",)]
 
 
 def test_review_without_a_warehouse_is_a_usage_error(cli, tmp_path, capsys):
@@ -139,7 +139,7 @@ def test_with_the_real_matcher_a_reviewed_text_and_its_variants_code_automatical
             ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
             for s in stages:
                 resolve_stage(s)(ctx)
-            return {r[0]: r[1:] for r in wh.sql("SELECT ticket_id, symptom_code, review FROM tickets")}
+            return {r[0]: r[1:] for r in wh.engine.rows("SELECT ticket_id, symptom_code, review FROM tickets", step="test")}
 
     got = run_all()
     assert got["S-2"] == ("FELL_OFF_BUS", False) and got["S-1"] == (None, True)

@@ -46,12 +46,12 @@ def test_stats_stage_writes_every_table_and_the_metrics(fleet, tmp_path):
     out = tmp_path / "out"
     run_pipeline(cfg, tmp_path, fleet, out, stages=["stats"])
     with Warehouse(fleet, read_only=True) as wh:
-        counts = {t: wh.scalar(f"SELECT count(*) FROM {t}") for t in STATS_TABLES}
-        fleet_row = wh.df("SELECT * FROM stats_afr WHERE grouping = ''").iloc[0]
-        groupings = {r[0] for r in wh.sql("SELECT DISTINCT grouping FROM stats_afr")}
-        flagged = wh.sql("SELECT sentence FROM stats_compare WHERE flagged")
-        repair = wh.df("SELECT * FROM stats_repair WHERE part_code = '(all)'").iloc[0]
-        xid = wh.df("SELECT * FROM stats_xid_rates WHERE xid = 79").iloc[0]
+        counts = {t: wh.engine.scalar(f"SELECT count(*) FROM {t}", step="test") for t in STATS_TABLES}
+        fleet_row = wh.engine.pandas("SELECT * FROM stats_afr WHERE grouping = ''", step="test").iloc[0]
+        groupings = {r[0] for r in wh.engine.rows("SELECT DISTINCT grouping FROM stats_afr", step="test")}
+        flagged = wh.engine.rows("SELECT sentence FROM stats_compare WHERE flagged", step="test")
+        repair = wh.engine.pandas("SELECT * FROM stats_repair WHERE part_code = '(all)'", step="test").iloc[0]
+        xid = wh.engine.pandas("SELECT * FROM stats_xid_rates WHERE xid = 79", step="test").iloc[0]
     assert all(counts[t] > 0 for t in STATS_TABLES), counts
     assert fleet_row["failures"] == 5 and fleet_row["gpus"] == 24
     assert {"", "model", "batch", "slot", "model,batch", "quarter"} <= groupings
@@ -64,10 +64,10 @@ def test_stats_stage_writes_every_table_and_the_metrics(fleet, tmp_path):
     # idempotent: a second run replaces, never appends
     run_pipeline(cfg, tmp_path, fleet, out, stages=["stats"])
     with Warehouse(fleet, read_only=True) as wh:
-        assert {t: wh.scalar(f"SELECT count(*) FROM {t}") for t in STATS_TABLES} == counts
+        assert {t: wh.engine.scalar(f"SELECT count(*) FROM {t}", step="test") for t in STATS_TABLES} == counts
         declared = all_schemas()
         for t in STATS_TABLES:
-            cols = [r[0] for r in wh.sql("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [t])]
+            cols = wh.engine.pl(f"SELECT * FROM {t} LIMIT 0", step="test").columns
             assert cols == declared[t].names
 
 

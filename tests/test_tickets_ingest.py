@@ -231,13 +231,13 @@ def test_stage_loads_points_quarantines_and_is_incremental(wh, tmp_path):
     assert [p for p, _ in ticket_files(data)] == ["p2", "sha-sp1"]
     ctx = RunContext(CFG, wh, data, tmp_path / "out")
     run(ctx)
-    assert wh.scalar("SELECT count(*) FROM tickets_raw") == 3
-    assert wh.sql("SELECT source_file, reason FROM quarantine") == [("tickets/p2/bad.csv", "bad_encoding")]
+    assert wh.engine.scalar("SELECT count(*) FROM tickets_raw", step="test") == 3
+    assert wh.engine.rows("SELECT source_file, reason FROM quarantine", step="test") == [("tickets/p2/bad.csv", "bad_encoding")]
     rep = ctx.report("tickets")
     assert (rep.rows_loaded, rep.rows_quarantined) == (3, 1)
     ctx2 = RunContext(CFG, wh, data, tmp_path / "out")
     run(ctx2)
-    assert ctx2.report("tickets").unchanged == 2 and wh.scalar("SELECT count(*) FROM tickets_raw") == 3
+    assert ctx2.report("tickets").unchanged == 2 and wh.engine.scalar("SELECT count(*) FROM tickets_raw", step="test") == 3
 
 
 @settings(max_examples=200, deadline=None)

@@ -473,9 +473,9 @@ def test_stage_over_real_world_exports_quarantines_with_file_line_reason(wh, tmp
     run(ctx)
     rep = ctx.report("tickets")
     assert (rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (6, 4, 2)
-    assert sorted(wh.sql("SELECT source_file, line_no, reason FROM quarantine")) == [
+    assert sorted(wh.engine.rows("SELECT source_file, line_no, reason FROM quarantine", step="test")) == [
         ("tickets/sha-ops/old.xls", None, "bad_xls"), ("tickets/sjc-snow/incident.csv", 5, "bad_timestamp")]
-    got = dict(wh.sql("SELECT ticket_id, action_text FROM tickets_raw"))
+    got = dict(wh.engine.rows("SELECT ticket_id, action_text FROM tickets_raw", step="test"))
     assert got == {"INC0012345": "Replaced GPU (RMA 55123)", "INC0012346": None,  # its own column, empty
                    "GD-1": "GPU掉卡", "FRA-1": "Lüfter defekt"}
 

@@ -57,7 +57,7 @@ def run_stages(wh, data, names=("inventory", "tickets", "normalize", "link")):
 def test_stages_keep_the_latest_version_code_and_link(wh, data, monkeypatch):
     fake_matcher.install(monkeypatch)
     ctx = run_stages(wh, data)
-    t = wh.pl("SELECT * FROM tickets ORDER BY ticket_id")
+    t = wh.engine.pl("SELECT * FROM tickets ORDER BY ticket_id", step="test")
     assert t["ticket_id"].to_list() == ["SH-1", "SH-2", "SH-3"]
     sh1, sh2, sh3 = t.to_dicts()
     assert (sh1["status"], sh1["action_text"], sh1["action_code"]) == ("已关闭", "更换显卡", "REPLACE")
@@ -71,7 +71,7 @@ def test_stages_keep_the_latest_version_code_and_link(wh, data, monkeypatch):
     assert ctx.report("normalize").rows_out == 3 and "2 of 3 tickets await review" in ctx.report("normalize").notes[0]
     # Idempotent: a second run changes nothing.
     run_stages(wh, data)
-    assert wh.pl("SELECT * FROM tickets ORDER BY ticket_id").equals(t)
+    assert wh.engine.pl("SELECT * FROM tickets ORDER BY ticket_id", step="test").equals(t)
 
 
 def test_reloaded_dump_replaces_its_rows(wh, data, monkeypatch):
@@ -80,8 +80,8 @@ def test_reloaded_dump_replaces_its_rows(wh, data, monkeypatch):
     f = data / "tickets" / "sha-sp1" / "2025-03-28.csv"
     f.write_bytes((DUMP_2.replace("板子冒烟", "GPU 冒烟")).encode("gbk"))
     run_stages(wh, data)
-    assert wh.scalar("SELECT count(*) FROM tickets_raw") == 5
-    assert wh.scalar("SELECT part_code FROM tickets WHERE ticket_id = 'SH-3'") == "GPU"
+    assert wh.engine.scalar("SELECT count(*) FROM tickets_raw", step="test") == 5
+    assert wh.engine.scalar("SELECT part_code FROM tickets WHERE ticket_id = 'SH-3'", step="test") == "GPU"
 
 
 def test_normalize_command_writes_contract_columns(cli, data, tmp_path, monkeypatch):
@@ -119,7 +119,7 @@ def test_formula_cell_is_stored_as_text_and_exported_neutralized(cli, wh, data, 
     f = data / "tickets" / "sha-sp1" / "2025-03-28.csv"
     f.write_bytes(DUMP_2.replace("看起来烧了", "=cmd|' /C calc'!A0").encode("gbk"))
     run_stages(wh, data)
-    assert wh.scalar("SELECT symptom_text FROM tickets WHERE ticket_id = 'SH-3'") == "=cmd|' /C calc'!A0"
+    assert wh.engine.scalar("SELECT symptom_text FROM tickets WHERE ticket_id = 'SH-3'", step="test") == "=cmd|' /C calc'!A0"
     wh.close()
     out = tmp_path / "t.csv"
     assert cli("export", "tickets", "-o", out, "--warehouse", tmp_path / "wh.duckdb") == 0

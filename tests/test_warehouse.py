@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.errors import EngineError, FleetfaultError, SchemaError
 from pipeline.schemas import all_schemas
+from pipeline.vocab.sql import literal
 from pipeline.warehouse import SCHEMA_VERSION, Loaded, Rejected, Warehouse
 
 
@@ -18,7 +19,7 @@ def _inv_loader(rows, rejects=()):
 
 
 def test_every_declared_table_is_created(wh):
-    names = {r[0] for r in wh.sql("select table_name from information_schema.tables")}
+    names = {r[0] for r in wh.engine.rows("select table_name from information_schema.tables", step="test")}
     assert set(all_schemas()) <= names
     assert wh.schema_version == SCHEMA_VERSION
 
@@ -32,9 +33,9 @@ def test_migration_adds_missing_columns_and_sets_version(tmp_path):
     con.execute("insert into schema_meta values ('version', '0')")
     con.close()
     with Warehouse(path) as wh:
-        cols = {r[0] for r in wh.sql("select column_name from information_schema.columns where table_name='inventory'")}
+        cols = {r[0] for r in wh.engine.rows("select column_name from information_schema.columns where table_name='inventory'", step="test")}
         assert {"model", "site", "removed_at", "file_id"} <= cols
-        assert wh.sql("select serial, host, model from inventory") == [("A", "h1", None)]
+        assert wh.engine.rows("select serial, host, model from inventory", step="test") == [("A", "h1", None)]
         assert wh.schema_version == SCHEMA_VERSION
 
 
@@ -55,14 +56,14 @@ def test_registry_skips_unchanged_and_reloads_changed(wh, tmp_path):
     r2 = wh.ingest_file("inventory", f, _inv_loader(3))
     assert (r1.status, r1.rows_loaded) == ("loaded", 3)
     assert (r2.status, r2.rows_loaded) == ("unchanged", 0)
-    assert wh.scalar("select count(*) from inventory") == 3
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 3
     f.write_text("two")
     r3 = wh.ingest_file("inventory", f, _inv_loader(5, [Rejected(7, "bad", "x")]))
     assert r3.status == "reloaded"
-    assert wh.scalar("select count(*) from inventory") == 5  # old rows replaced, not added
-    assert wh.scalar("select count(*) from files") == 1
-    assert wh.sql("select rows_read, rows_loaded, rows_quarantined from files") == [(6, 5, 1)]
-    assert wh.sql("select line_no, reason, source_file from quarantine") == [(7, "bad", str(f))]
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 5  # old rows replaced, not added
+    assert wh.engine.scalar("select count(*) from files", step="test") == 1
+    assert wh.engine.rows("select rows_read, rows_loaded, rows_quarantined from files", step="test") == [(6, 5, 1)]
+    assert wh.engine.rows("select line_no, reason, source_file from quarantine", step="test") == [(7, "bad", str(f))]
 
 
 def test_log_appended_while_it_loads_is_reloaded_next_run(wh, tmp_path, monkeypatch):
@@ -124,7 +125,7 @@ def test_reload_loads_an_unchanged_file_again_replacing_its_rows(wh, tmp_path):
     wh.ingest_file("inventory", f, _inv_loader(3, [Rejected(2, "no_header", "x")]))
     r = wh.ingest_file("inventory", f, _inv_loader(4), reload=True)
     assert (r.status, r.rows_loaded) == ("reloaded", 4)
-    assert wh.scalar("select count(*) from inventory") == 4 and wh.scalar("select count(*) from quarantine") == 0
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 4 and wh.engine.scalar("select count(*) from quarantine", step="test") == 0
     assert wh.ingest_file("inventory", f, _inv_loader(4)).status == "unchanged"
     files = [tmp_path / "b.csv", tmp_path / "c.csv"]
     for g in files:
@@ -132,7 +133,7 @@ def test_reload_loads_an_unchanged_file_again_replacing_its_rows(wh, tmp_path):
     wh.ingest_batch("inventory", files, _batch_loader(1))
     res = wh.ingest_batch("inventory", files, _batch_loader(2), reload=[str(files[1])])
     assert [r.status for r in res] == ["unchanged", "reloaded"]
-    assert wh.sql("select path, rows_loaded from files where path <> ? order by path", [str(f)]) == [
+    assert wh.engine.rows(f"select path, rows_loaded from files where path <> {literal(str(f))} order by path", step="test") == [
         (str(files[0]), 1), (str(files[1]), 2)]
     assert [r.status for r in wh.ingest_batch("inventory", files, _batch_loader(2))] == ["unchanged"] * 2
 
@@ -147,10 +148,10 @@ def test_crash_mid_file_leaves_nothing_and_next_run_loads_fully(wh, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         wh.ingest_file("inventory", f, crashing)
-    assert wh.scalar("select count(*) from inventory") == 0
-    assert wh.scalar("select count(*) from files") == 0
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 0
+    assert wh.engine.scalar("select count(*) from files", step="test") == 0
     res = wh.ingest_file("inventory", f, _inv_loader(4))
-    assert res.status == "loaded" and wh.scalar("select count(*) from inventory") == 4
+    assert res.status == "loaded" and wh.engine.scalar("select count(*) from inventory", step="test") == 4
 
 
 def test_counts_must_reconcile(wh, tmp_path):
@@ -162,7 +163,7 @@ def test_counts_must_reconcile(wh, tmp_path):
 
     with pytest.raises(FleetfaultError, match="reconcile"):
         wh.ingest_file("inventory", f, liar)
-    assert wh.scalar("select count(*) from files") == 0
+    assert wh.engine.scalar("select count(*) from files", step="test") == 0
 
 
 def test_insert_validates_columns(wh):
@@ -174,7 +175,7 @@ def test_insert_validates_columns(wh):
 
 def test_sql_errors_name_the_step(wh):
     with pytest.raises(EngineError, match="my step") as exc:
-        wh.sql("select * from missing_table", step="my step")
+        wh.engine.rows("select * from missing_table", step="my step")
     assert "missing_table" in str(exc.value)
 
 
@@ -190,12 +191,12 @@ def test_batch_registers_each_file_skips_unchanged_and_replaces_changed(wh, tmp_
         f.write_text(f"v1 {i}")
     res = wh.ingest_batch("inventory", files, _batch_loader(2, {"f1.csv": [Rejected(4, "bad", "x, y")]}))
     assert [r.status for r in res] == ["loaded"] * 3
-    assert wh.sql("select path, rows_read, rows_loaded, rows_quarantined from files order by path") == [
+    assert wh.engine.rows("select path, rows_read, rows_loaded, rows_quarantined from files order by path", step="test") == [
         (str(files[0]), 2, 2, 0), (str(files[1]), 3, 2, 1), (str(files[2]), 2, 2, 0)]
-    ids = dict(wh.sql("select path, file_id from files"))
+    ids = dict(wh.engine.rows("select path, file_id from files", step="test"))
     assert len(set(ids.values())) == 3
-    assert wh.sql("select file_id, count(*) from inventory group by all order by 1") == [(i, 2) for i in sorted(ids.values())]
-    assert wh.sql("select file_id, line_no, source_file from quarantine") == [(ids[str(files[1])], 4, str(files[1]))]
+    assert wh.engine.rows("select file_id, count(*) from inventory group by all order by 1", step="test") == [(i, 2) for i in sorted(ids.values())]
+    assert wh.engine.rows("select file_id, line_no, source_file from quarantine", step="test") == [(ids[str(files[1])], 4, str(files[1]))]
 
     files[1].write_text("v2")
     seen = []
@@ -206,8 +207,8 @@ def test_batch_registers_each_file_skips_unchanged_and_replaces_changed(wh, tmp_
 
     res = wh.ingest_batch("inventory", files, loader)
     assert [r.status for r in res] == ["unchanged", "reloaded", "unchanged"] and seen == [files[1]]
-    assert wh.scalar("select count(*) from inventory") == 2 + 5 + 2  # old rows replaced, not added
-    assert wh.scalar("select count(*) from quarantine") == 0 and wh.scalar("select count(*) from files") == 3
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 2 + 5 + 2  # old rows replaced, not added
+    assert wh.engine.scalar("select count(*) from quarantine", step="test") == 0 and wh.engine.scalar("select count(*) from files", step="test") == 3
 
 
 def test_crash_mid_batch_leaves_none_of_it_loaded(wh, tmp_path):
@@ -228,11 +229,11 @@ def test_crash_mid_batch_leaves_none_of_it_loaded(wh, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         wh.ingest_batch("inventory", files, crashing)
-    assert wh.sql("select path from files") == [(str(files[0]),)]
-    assert wh.scalar("select count(*) from inventory") == 2 and wh.scalar("select count(*) from inventory where serial = 'X'") == 0
+    assert wh.engine.rows("select path from files", step="test") == [(str(files[0]),)]
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 2 and wh.engine.scalar("select count(*) from inventory where serial = 'X'", step="test") == 0
     res = wh.ingest_batch("inventory", files, _batch_loader(4))
     assert [r.status for r in res] == ["reloaded", "loaded", "loaded"]
-    assert wh.scalar("select count(*) from inventory") == 12
+    assert wh.engine.scalar("select count(*) from inventory", step="test") == 12
 
 
 def test_batch_counts_must_reconcile_per_file(wh, tmp_path):
@@ -245,4 +246,4 @@ def test_batch_counts_must_reconcile_per_file(wh, tmp_path):
 
     with pytest.raises(FleetfaultError, match="f1.csv: counts do not reconcile"):
         wh.ingest_batch("inventory", files, one_liar)
-    assert wh.scalar("select count(*) from files") == 0
+    assert wh.engine.scalar("select count(*) from files", step="test") == 0

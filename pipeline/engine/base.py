@@ -64,6 +64,12 @@ class Engine(ABC):
         """A query's result as a polars DataFrame."""
         return pl.from_arrow(self.arrow(sql, step=step))
 
+    def pandas(self, sql: str, *, step: str):
+        """A query's result as a pandas DataFrame, typed as DuckDB's ``.df()`` types it (what
+        the row-wise Python steps were written against): dates as ``datetime64``, integer and
+        boolean columns holding nulls as pandas' nullable types, the others as numpy's."""
+        return _to_pandas(self.arrow(sql, step=step))
+
     def rows(self, sql: str, *, step: str) -> list[tuple]:
         """A query's result as a list of tuples."""
         return self.pl(sql, step=step).rows()
@@ -83,6 +89,26 @@ class Engine(ABC):
 
     def unregister(self, name: str) -> None:
         self._unregister(name)
+
+
+_NULLABLE = {pa.int8(): "Int8", pa.int16(): "Int16", pa.int32(): "Int32", pa.int64(): "Int64",
+             pa.uint8(): "UInt8", pa.uint16(): "UInt16", pa.uint32(): "UInt32", pa.uint64(): "UInt64",
+             pa.bool_(): "boolean"}
+
+
+def _to_pandas(table: pa.Table):
+    import pandas as pd
+
+    columns = {}
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_date(col.type):
+            col = col.cast(pa.timestamp("us"))
+        if col.null_count and col.type in _NULLABLE:
+            columns[name] = pd.Series(col.to_pandas(types_mapper={col.type: pd.api.types.pandas_dtype(_NULLABLE[col.type])}.get),
+                                      name=name)
+        else:
+            columns[name] = col.to_pandas()
+    return pd.DataFrame(columns, columns=table.column_names) if columns else table.to_pandas()
 
 
 def _to_arrow(data: Any) -> pa.Table:

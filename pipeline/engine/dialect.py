@@ -14,6 +14,10 @@ class Dialect:
 
     name = "duckdb"
     string_type = "VARCHAR"
+    #: Whether exposure may read the inventory reconciled with telemetry
+    #: (:func:`pipeline.link.observed.reconciled_inventory_sql`, written in DuckDB's SQL);
+    #: where not, the registry is taken as it is.
+    reconciles_inventory = True
 
     def quote(self, name: str) -> str:
         """A quoted identifier."""
@@ -37,6 +41,10 @@ class Dialect:
     def add_months(self, expr: str, months: int) -> str:
         return f"({expr} + INTERVAL {months} MONTH)"
 
+    def quantile(self, expr: str, q: float) -> str:
+        """The interpolated ``q`` quantile of a numeric aggregate (0.5: the median)."""
+        return f"quantile_cont({expr}, {float(q)!r})"
+
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP TABLE {name} AS\n{select}"
 
@@ -48,6 +56,7 @@ class DuckDBDialect(Dialect):
 class SparkDialect(Dialect):
     name = "spark"
     string_type = "STRING"
+    reconciles_inventory = False
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"
@@ -61,6 +70,9 @@ class SparkDialect(Dialect):
 
     def add_months(self, expr: str, months: int) -> str:
         return f"({expr} + make_interval(0, {months}))"
+
+    def quantile(self, expr: str, q: float) -> str:
+        return f"percentile({expr}, {float(q)!r})"
 
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP VIEW {name} AS\n{select}"

@@ -267,12 +267,12 @@ def run(ctx) -> None:
         return
     tz = ctx.cfg.time.default_tz
     # Only one inventory is current: a file under another path replaces the old one too.
-    for old in ctx.wh.sql("SELECT path FROM files WHERE stage = 'inventory' AND path <> ?", [ctx.file_key(path)]):
-        with ctx.wh.transaction():
-            fid = ctx.wh.registered("inventory", old[0])["file_id"]
-            ctx.wh._forget_file(fid)
+    for old in ctx.wh.registered_keys("inventory"):
+        if old != ctx.file_key(path):
+            ctx.wh.forget("inventory", old)
     ctx.ingest_files("inventory", [path], lambda p, fid: read_inventory(p, fid, tz))
-    unknown = [r[0] for r in ctx.wh.sql("SELECT DISTINCT site FROM inventory WHERE site IS NOT NULL ORDER BY site")
+    unknown = [r[0] for r in ctx.wh.engine.rows("SELECT DISTINCT site FROM inventory WHERE site IS NOT NULL ORDER BY site",
+                                                step="inventory sites")
                if r[0] not in ctx.cfg.sites]
     if unknown:
         ctx.note("inventory", f"sites with no zone in the config (sites.<name>.tz): {', '.join(unknown[:10])}"

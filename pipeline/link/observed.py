@@ -58,7 +58,7 @@ WINDOW w AS (PARTITION BY host_k, place ORDER BY first_seen, last_seen, serial)
 
 def build_observed(wh) -> int:
     """Rebuild ``inventory_observed`` from ``smi_hourly``; returns its rows."""
-    frame = wh.pl(OBSERVED_SQL, step="link: inventory observed in telemetry")
+    frame = wh.engine.pl(OBSERVED_SQL, step="link: inventory observed in telemetry")
     with wh.transaction():
         wh.replace("inventory_observed", frame.select("serial", "host", "pci_bus_id", "gpu_index", "first_seen",
                                                       "last_seen", "next_serial"))
@@ -115,9 +115,9 @@ FROM unlisted u LEFT JOIN before b USING (serial)
 
 def exposure_inventory(engine) -> str:
     """The relation exposure reads as the inventory: the reconciled one (a parenthesised
-    SELECT) where ``inventory_observed`` has rows on a DuckDB engine, else ``inventory``.
-    The reconciliation is DuckDB SQL; on another engine the registry is taken as it is."""
-    if engine.dialect.name != "duckdb":
+    SELECT) where ``inventory_observed`` has rows and the engine's dialect reconciles
+    (DuckDB), else ``inventory``."""
+    if not engine.dialect.reconciles_inventory:
         return "inventory"
     has = engine.rows("SELECT count(*) FROM information_schema.tables WHERE table_name = 'inventory_observed'",
                       step="stats: observed inventory present")[0][0]
@@ -128,28 +128,31 @@ def exposure_inventory(engine) -> str:
 
 def observed_exists(wh) -> bool:
     """Whether the warehouse has observed placements to reconcile with."""
-    return bool(wh.sql("SELECT count(*) FROM inventory_observed", step="link: observed rows")[0][0])
+    return bool(wh.engine.rows("SELECT count(*) FROM inventory_observed", step="link: observed rows")[0][0])
 
 
-STALE_SQL = f"""
-WITH o AS (
-    SELECT serial, max(last_seen) AS last_seen, arg_max(next_serial, last_seen) AS replaced_by
-    FROM inventory_observed GROUP BY serial
-),
-data_end AS (SELECT max(last_seen) AS t FROM inventory_observed)
-SELECT i.serial, i.host, i.slot, i.model, i.batch, o.last_seen, o.replaced_by,
-       CAST(date_diff('hour', o.last_seen, d.t) / 24.0 AS DOUBLE) AS days_since_seen
-FROM inventory i JOIN o USING (serial) CROSS JOIN data_end d
-WHERE i.removed_at IS NULL AND o.last_seen < d.t - to_days(CAST(? AS INTEGER))
-QUALIFY row_number() OVER (PARTITION BY i.serial ORDER BY i.installed_at DESC NULLS LAST) = 1
-ORDER BY days_since_seen DESC, i.serial
+def stale_sql(after_days: int) -> str:
+    """The open registry rows of serials silent for more than ``after_days`` before the
+    telemetry's end."""
+    return f"""
+    WITH o AS (
+        SELECT serial, max(last_seen) AS last_seen, arg_max(next_serial, last_seen) AS replaced_by
+        FROM inventory_observed GROUP BY serial
+    ),
+    data_end AS (SELECT max(last_seen) AS t FROM inventory_observed)
+    SELECT i.serial, i.host, i.slot, i.model, i.batch, o.last_seen, o.replaced_by,
+           CAST(date_diff('hour', o.last_seen, d.t) / 24.0 AS DOUBLE) AS days_since_seen
+    FROM inventory i JOIN o USING (serial) CROSS JOIN data_end d
+    WHERE i.removed_at IS NULL AND o.last_seen < d.t - to_days(CAST({int(after_days)} AS INTEGER))
+    QUALIFY row_number() OVER (PARTITION BY i.serial ORDER BY i.installed_at DESC NULLS LAST) = 1
+    ORDER BY days_since_seen DESC, i.serial
 """
 
 
 def build_stale(wh, after_days: int) -> int:
     """Rebuild ``inventory_stale``: registry rows still open for serials whose last
     report is more than ``after_days`` before the telemetry's end. Returns its rows."""
-    frame = wh.pl(STALE_SQL, [int(after_days)], step="link: stale inventory rows")
+    frame = wh.engine.pl(stale_sql(int(after_days)), step="link: stale inventory rows")
     with wh.transaction():
         wh.replace("inventory_stale", frame)
     return frame.height
@@ -158,7 +161,7 @@ def build_stale(wh, after_days: int) -> int:
 def stale_inventory(wh):
     """The ``inventory_stale`` rows as a polars frame, for the report's data-quality
     section: serial, host, slot, model, batch, last_seen, replaced_by, days_since_seen."""
-    return wh.pl("SELECT * FROM inventory_stale ORDER BY days_since_seen DESC, serial", step="read inventory_stale")
+    return wh.engine.pl("SELECT * FROM inventory_stale ORDER BY days_since_seen DESC, serial", step="read inventory_stale")
 
 
 def run(ctx) -> None:
@@ -167,8 +170,8 @@ def run(ctx) -> None:
     if not n:
         return
     stale = build_stale(ctx.wh, ctx.cfg.link.stale_after_days)
-    removed = ctx.wh.sql(f"SELECT count(*) FROM ({reconciled_inventory_sql()}) WHERE source <> 'inventory'",
-                         step="link: reconciled inventory counts")[0][0]
+    removed = ctx.wh.engine.rows(f"SELECT count(*) FROM ({reconciled_inventory_sql()}) WHERE source <> 'inventory'",
+                                 step="link: reconciled inventory counts")[0][0]
     if removed:
         ctx.note("link", f"{removed} GPU placement(s) seen in telemetry but not in inventory.csv "
                          "(a removal or a GPU not recorded there) are taken from the telemetry")

@@ -1,8 +1,8 @@
 """Stage ``link``: each ticket to the inventory GPU it is about.
 
-Reads: ``tickets`` (serial as written, host, slot, opened_at, codes), ``inventory``,
-``smi_hourly`` (through :mod:`pipeline.link.observed`). Writes: ``tickets.serial`` and
-``tickets.link_method``; ``inventory_observed`` and ``inventory_stale``. Failure rates count only linked
+Reads: ``tickets_coded`` (serial as written, host, slot, opened_at, codes), ``inventory``,
+``smi_hourly`` (through :mod:`pipeline.link.observed`). Writes: ``tickets`` (those rows with
+``serial`` and ``link_method``), ``inventory_observed`` and ``inventory_stale``. Failure rates count only linked
 tickets, so a wrong link is worse than none. A ticket is linked
 
 1. by its serial compared with the GPUs in its host and slot at its time or taken out
@@ -360,19 +360,22 @@ def link_frame(tickets: pl.DataFrame, inventory: pl.DataFrame, *, max_edits: int
 
 
 def relink(wh, cfg, unsure: set[str] | None = None) -> tuple[int, int, int]:
-    """Link every ticket in the warehouse; returns (tickets, linked, unlinked that name a GPU).
-    Points linked by slot whose slot base their tickets did not show are added to ``unsure``."""
-    tickets = wh.pl('SELECT * FROM tickets ORDER BY service_point, ticket_id', step="read tickets")
+    """Link every coded ticket (``tickets_coded``) and write ``tickets``; returns (tickets,
+    linked, unlinked that name a GPU). Points linked by slot whose slot base their tickets
+    did not show are added to ``unsure``."""
+    tickets = wh.engine.pl("SELECT * FROM tickets_coded ORDER BY service_point, ticket_id", step="read coded tickets")
     if tickets.height == 0:
+        with wh.transaction():
+            wh.clear("tickets")
         return 0, 0, 0
     guessed: set[str] = set()
     if observed.observed_exists(wh):
-        inventory = wh.pl(f"SELECT r.*, i.ip FROM ({observed.reconciled_inventory_sql()}) r "
-                          "LEFT JOIN (SELECT host, any_value(ip) AS ip FROM inventory GROUP BY host) i USING (host)",
-                          step="read reconciled inventory")
+        inventory = wh.engine.pl(f"SELECT r.*, i.ip FROM ({observed.reconciled_inventory_sql()}) r "
+                                 "LEFT JOIN (SELECT host, any_value(ip) AS ip FROM inventory GROUP BY host) i USING (host)",
+                                 step="read reconciled inventory")
     else:
-        inventory = wh.pl("SELECT serial, host, slot, installed_at, removed_at, ip FROM inventory",
-                          step="read inventory")
+        inventory = wh.engine.pl("SELECT serial, host, slot, installed_at, removed_at, ip FROM inventory",
+                                 step="read inventory")
     linked = link_frame(tickets, inventory, max_edits=cfg.link.serial_max_edits,
                         replace_window_days=cfg.link.replace_window_days,
                         swap_ambiguity_days=cfg.link.swap_ambiguity_days, slot_base=cfg.link.slot_base,

@@ -36,7 +36,7 @@ def normalize(
     from pipeline.ingest.tickets import RAW_SCHEMA, load_tickets
     from pipeline.normalize import stage
     from pipeline.output import write_table
-    from pipeline.warehouse import Warehouse
+    from pipeline.run import open_warehouse
 
     cfg = setup(config)
     frames, rejects = [], 0
@@ -53,7 +53,7 @@ def normalize(
     learned = []
     wh_path = warehouse_path(cfg, warehouse)
     if wh_path.exists():
-        with Warehouse(wh_path, read_only=True) as wh:
+        with open_warehouse(cfg, wh_path, read_only=True) as wh:
             learned = stage.learned_answers(wh) if wh.table_exists("review_answers") else []
     coded = stage.code(rows, stage.load_matcher(cfg, learned))
     if wh_path.exists():
@@ -79,10 +79,10 @@ def review_export(
     """
     from pipeline.cli_app import existing_warehouse, out_console, setup
     from pipeline.normalize.review import export_review
-    from pipeline.warehouse import Warehouse
+    from pipeline.run import open_warehouse
 
     cfg = setup(config)
-    with Warehouse(existing_warehouse(cfg, warehouse)) as wh:
+    with open_warehouse(cfg, existing_warehouse(cfg, warehouse)) as wh:
         n = export_review(wh, cfg, out)
     out_console.print(f"wrote {n} texts awaiting review to {out}" if n else f"nothing awaits review; wrote an empty {out}")
 
@@ -95,11 +95,12 @@ def review_import(
     """Store the chosen codes and recode the tickets: these texts and near variants are coded from now on."""
     from pipeline.cli_app import existing_warehouse, out_console, setup
     from pipeline.normalize.review import import_review
-    from pipeline.warehouse import Warehouse
+    from pipeline.run import open_warehouse, recode
 
     cfg = setup(config)
-    with Warehouse(existing_warehouse(cfg, warehouse)) as wh:
-        stored, waiting = import_review(wh, cfg, file)
+    with open_warehouse(cfg, existing_warehouse(cfg, warehouse)) as wh:
+        stored = import_review(wh, cfg, file)
+        _, waiting = recode(wh, cfg)
     out_console.print(f"stored {stored} answers from {file}; {waiting} tickets still await review")
 
 

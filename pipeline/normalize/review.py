@@ -4,9 +4,9 @@
 row per dimension and distinct text awaiting a code: how many tickets carry it, one
 ticket's other fields for context, the matcher's top three suggestions, and an empty
 ``code`` column to fill in (a second sheet lists the allowed codes). ``import_review``
-checks every filled-in code against the taxonomy, stores the answers in
-``review_answers`` and recodes the tickets, so those texts and their near variants are
-coded automatically from then on.
+checks every filled-in code against the taxonomy and stores the answers in
+``review_answers``; :func:`pipeline.run.recode` then codes and links the tickets again, so
+those texts and their near variants are coded automatically from then on.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ def pending(wh) -> pl.DataFrame:
                    min(t.service_point || ' ' || t.ticket_id) AS example_ticket,
                    min(concat_ws(' | ', part_text, symptom_text, action_text)) AS context,
                    max(l.code) AS learned_code, max(l.score) AS learned_score
-            FROM tickets t LEFT JOIN learned_codes l
+            FROM tickets_coded t LEFT JOIN learned_codes l
               ON l.dimension = {literal(dim)} AND l.service_point = t.service_point AND l.ticket_id = t.ticket_id
             WHERE nullif(trim({dim}_text), '') IS NOT NULL
               AND ((review AND {dim}_code IS NULL) OR l.code IS NOT NULL)
             GROUP BY {dim}_text""")
     sql = (" UNION ALL ".join(parts)
            + " ORDER BY learned_code IS NOT NULL, dimension, tickets DESC, text")
-    return wh.pl(sql, step="texts awaiting review")
+    return wh.engine.pl(sql, step="texts awaiting review")
 
 
 def export_review(wh, cfg, path: str | Path) -> int:
@@ -147,15 +147,16 @@ def _text(v: object) -> str:
     return s[1:] if s.startswith("'") and s[1:2] in ("=", "+", "-", "@") else s
 
 
-def import_review(wh, cfg, path: str | Path) -> tuple[int, int]:
-    """Store the filled-in codes of a review file and recode the tickets.
+def import_review(wh, cfg, path: str | Path) -> int:
+    """Store the filled-in codes of a review file in ``review_answers``; nothing else
+    (:func:`pipeline.run.recode` puts them to use).
 
     Every code is checked first; one bad code rejects the whole file (nothing stored)
     with a message listing each bad row and the allowed codes.
 
     Returns
     -------
-    (answers stored, tickets still awaiting review)
+    The number of answers stored.
     """
     canonical = _stage.canonical_key
     matcher = _stage.load_matcher(cfg, _stage.learned_answers(wh))
@@ -186,12 +187,9 @@ def import_review(wh, cfg, path: str | Path) -> tuple[int, int]:
                 "source_file": pl.Utf8, "imported_at": pl.Datetime("us")},
         orient="row",
     )
+    replaced = " OR ".join(f"(dimension = {literal(d)} AND canonical = {literal(c)})" for d, _, c, _ in answers.values())
     with wh.transaction():
-        for d, _, c, _ in answers.values():
-            wh.sql("DELETE FROM review_answers WHERE dimension = ? AND canonical = ?", [d, c], step="replace answer")
+        if replaced:
+            wh.engine.execute(f"DELETE FROM review_answers WHERE {replaced}", step="replace answers")
         wh.insert("review_answers", frame)
-    _, waiting = _stage.recode(wh, cfg)
-    from pipeline.link.tickets import relink
-
-    relink(wh, cfg)
-    return frame.height, waiting
+    return frame.height

@@ -1,11 +1,11 @@
 """Stage ``normalize``: the latest version of each ticket, its texts coded to the taxonomy.
 
 Reads: ``tickets_raw`` (every row of every export), ``review_answers`` (codes people chose
-for texts the matcher was unsure of). Writes: ``tickets`` (one row per service point and
-ticket id, with part/symptom/action codes and scores; ``review`` true when any code is not
-confident), ``learned_codes`` (the codes the learned layer filled in where the rules left
+for texts the matcher was unsure of). Writes: ``tickets_coded`` (one row per service point
+and ticket id, with part/symptom/action codes and scores; ``review`` true when any code is
+not confident), ``learned_codes`` (the codes the learned layer filled in where the rules left
 review; see :mod:`pipeline.normalize.learned`, on unless ``normalize.learned = false``).
-The ``link`` stage then fills in ``serial`` and ``link_method``.
+The ``link`` stage then writes ``tickets``: these rows with ``serial`` and ``link_method``.
 
 The whole table is recoded on each run: the matcher works on distinct texts, so this costs
 little, and an answer imported from review reaches every ticket that has its text.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 
-import duckdb
 import polars as pl
 
 from pipeline.config import Config
+from pipeline.engine import DuckDBEngine
 from pipeline.ingest.tickets import latest_sql
 from pipeline.output import to_polars
 from pipeline.schemas import schema
@@ -31,8 +31,8 @@ CODE_COLUMNS = [c for d in DIMENSIONS for c in (f"{d}_code", f"{d}_score")] + ["
 
 def learned_answers(wh) -> list[tuple[str, str, str]]:
     """Reviewed answers as (dimension, text, code), oldest first, for ``Matcher.load``."""
-    rows = wh.sql("SELECT dimension, text, code FROM review_answers ORDER BY imported_at, dimension, text",
-                  step="read review answers")
+    rows = wh.engine.rows("SELECT dimension, text, code FROM review_answers ORDER BY imported_at, dimension, text",
+                          step="read review answers")
     return [(d, t, c) for d, t, c in rows]
 
 
@@ -88,12 +88,12 @@ def _prefer_confident(coded: pl.DataFrame, again: pl.DataFrame, rows: pl.Series)
 
 def latest(raw: pl.DataFrame) -> pl.DataFrame:
     """The latest version of each ticket among ``tickets_raw``-shaped rows (no warehouse)."""
-    con = duckdb.connect()
+    engine = DuckDBEngine()  # in memory: a frame, no warehouse
     try:
-        con.register("tickets_raw", raw)
-        return con.sql(latest_sql("tickets_raw")).pl()
+        engine.register("tickets_raw", raw)
+        return engine.pl(latest_sql("tickets_raw"), step="latest ticket versions")
     finally:
-        con.close()
+        engine.con.close()
 
 
 def to_tickets(latest_rows: pl.DataFrame) -> pl.DataFrame:
@@ -127,11 +127,11 @@ def swapped_gpu(tickets: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
-    """Rebuild ``tickets`` from ``tickets_raw`` and the review answers; returns (tickets, to review).
+    """Rebuild ``tickets_coded`` from ``tickets_raw`` and the review answers; returns (tickets, to review).
 
     What the learned layer did is appended to ``notes`` when given.
     """
-    rows = wh.pl(latest_sql(), step="latest ticket versions")
+    rows = wh.engine.pl(latest_sql(), step="latest ticket versions")
     tickets = to_tickets(rows)
     filled = None
     if tickets.height:
@@ -145,10 +145,10 @@ def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
             + [pl.lit(None, pl.Float64).alias(f"{d}_score") for d in DIMENSIONS]
             + [pl.lit(False).alias("review")]
         )
-    tickets = tickets.select([c for c in schema("tickets").names if c in tickets.columns])
+    tickets = tickets.select([c for c in schema("tickets_coded").names if c in tickets.columns])
     with wh.transaction():
-        wh.replace("tickets", tickets)
-        wh.sql("DELETE FROM learned_codes", step="clear learned_codes")
+        wh.replace("tickets_coded", tickets)
+        wh.clear("learned_codes")
         if filled is not None:
             wh.insert("learned_codes", filled)
     return tickets.height, int(tickets["review"].sum()) if tickets.height else 0
@@ -184,7 +184,7 @@ def stored_learned_layer(cfg: Config, wh_path, tickets: pl.DataFrame) -> pl.Data
 
 
 def run(ctx) -> None:
-    """Stage ``normalize``: recode every ticket's latest version into ``tickets``."""
+    """Stage ``normalize``: recode every ticket's latest version into ``tickets_coded``."""
     notes: list[str] = []
     n, pending = recode(ctx.wh, ctx.cfg, notes)
     ctx.report("normalize").rows_out = n

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.predict.features import build_features, data_range
         from pipeline.predict.rank import CONTRACT, rank_gpus
         from pipeline.predict.stage import models_dir
-        from pipeline.warehouse import Warehouse
+        from pipeline.run import open_warehouse
 
         cfg = setup(config)
         day = None
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 raise UsageError(f"--as-of {as_of!r}: not a date; write it as YYYY-MM-DD") from None
         path = existing_warehouse(cfg, warehouse)
-        with Warehouse(path) as wh:
+        with open_warehouse(cfg, path) as wh:
             rng = data_range(wh)
             if rng is None:
                 raise UsageError(f"--warehouse {path}: holds no telemetry or Xid data; run `fleetfault run` first")
@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"--as-of {day}: outside the data, which runs from {rng[0]} to {rng[1]}")
             day = day or rng[1]
             # Stale (data appended) or built by an older fleetfault (its new columns are null).
-            if wh.scalar("SELECT max(day) FROM features") != rng[1] or \
-                    wh.scalar("SELECT count(*) FROM features WHERE xc_app_30d IS NULL"):
+            if wh.engine.scalar("SELECT max(day) FROM features", step="predict: features' last day") != rng[1] or \
+                    wh.engine.scalar("SELECT count(*) FROM features WHERE xc_app_30d IS NULL", step="predict: old features"):
                 build_features(wh, cfg)
             table, version, notes = rank_gpus(wh, cfg, models_dir(cfg, path), day)
         write_table(table[CONTRACT], out)

@@ -84,8 +84,8 @@ def _win(n: int) -> str:
     return f"(PARTITION BY serial ORDER BY day ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
 
 
-def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = ()) -> str:
-    """The feature query; parameters ``[start, end, horizon_days]``.
+def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (), *, start: date, end: date) -> str:
+    """The feature query over the days ``start`` to ``end`` (inclusive).
 
     ``failures`` is a SQL relation with ``serial, failed_at`` (see
     :func:`pipeline.predict.labels.failure_events_sql`); ``lost_columns`` the ``gpu_days``
@@ -111,7 +111,8 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = ())
     )
     lost = " + ".join(f'coalesce("{c}", 0)' for c in lost_columns) or "0"
     return f"""
-WITH bounds AS (SELECT CAST($1 AS DATE) AS d0, CAST($2 AS DATE) AS d1, CAST($3 AS INTEGER) AS h),
+WITH bounds AS (SELECT CAST({literal(start)} AS DATE) AS d0, CAST({literal(end)} AS DATE) AS d1,
+                       CAST({int(cfg.predict.horizon_days)} AS INTEGER) AS h),
 fails AS (
   SELECT serial, CAST(failed_at AS DATE) AS fday FROM ({failures}) WHERE serial IS NOT NULL
 ),
@@ -312,12 +313,12 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
     given the wrong year) are left out, so one such event cannot move the ranking day.
     """
     latest = datetime.now(timezone.utc).date() + timedelta(days=1)
-    row = wh.sql(
-        """SELECT min(d0), max(d1) FROM (
-             SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days WHERE day BETWEEN ? AND ?
+    lo, hi = literal(PLAUSIBLE_FROM.date()), literal(latest)
+    row = wh.engine.rows(
+        f"""SELECT min(d0), max(d1) FROM (
+             SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days WHERE day BETWEEN {lo} AND {hi}
              UNION ALL SELECT min(CAST(ts AS DATE)), max(CAST(ts AS DATE)) FROM xid_events
-               WHERE CAST(ts AS DATE) BETWEEN ? AND ?)""",
-        [PLAUSIBLE_FROM.date(), latest, PLAUSIBLE_FROM.date(), latest],
+               WHERE CAST(ts AS DATE) BETWEEN {lo} AND {hi})""",
         step="predict: data range",
     )[0]
     return None if row[0] is None else (row[0], row[1])
@@ -325,9 +326,8 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
 
 def lost_marker_columns(wh: Warehouse) -> tuple[str, ...]:
     """The ``gpu_days`` column that counts failing-GPU marker samples, where it exists."""
-    rows = wh.sql("SELECT column_name FROM information_schema.columns WHERE table_name = 'gpu_days'",
-                  step="predict: gpu_days columns")
-    return tuple(c for (c,) in rows if c == LOST_MARKER_COLUMN)
+    have = wh.engine.pl("SELECT * FROM gpu_days LIMIT 0", step="predict: gpu_days columns").columns
+    return tuple(c for c in have if c == LOST_MARKER_COLUMN)
 
 
 def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None) -> int:
@@ -338,15 +338,15 @@ def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end
     """
     rng = data_range(wh)
     if rng is None:
-        wh.sql("DELETE FROM features", step="predict: clear features")
+        with wh.transaction():
+            wh.clear("features")
         return 0
     start, end = start or rng[0], end or rng[1]
-    sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh))
+    sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh), start=start, end=end)
     cols = ", ".join(f'"{c}"' for c in wh.schemas["features"].names)
     with wh.transaction():
-        wh.sql("DELETE FROM features", step="predict: clear features")
-        wh.sql(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})",
-               [start, end, cfg.predict.horizon_days], step="predict: features")
-    n = wh.scalar("SELECT count(*) FROM features")
+        wh.clear("features")
+        wh.engine.execute(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})", step="predict: features")
+    n = wh.engine.scalar("SELECT count(*) FROM features", step="predict: count features")
     log.info("features: %d GPU-days from %s to %s", n, start, end)
     return n

@@ -1,11 +1,8 @@
 """Failure events, the prediction target: a GPU replaced (a GPU REPLACE ticket linked to a serial).
 
-Reads ``failures`` (written by the stats stage) or, when that table is still empty,
-derives the same events from ``tickets`` with the stats stage's rule
-(``stats.failure_parts`` x ``stats.failure_actions``, linked to an inventory serial), so
-``fleetfault predict`` works on a warehouse where the stats stage has not run yet.
-From ``inventory_observed`` (the linking stage's record of which serial telemetry saw in
-which slot), a serial that stops reporting while a
+Reads ``failures`` (:mod:`pipeline.stats.failures`, the one definition of a failure; the
+statistics stage writes it before this stage runs). From ``inventory_observed`` (the linking
+stage's record of which serial telemetry saw in which slot), a serial that stops reporting while a
 new serial appears in its host and bus within ``link.replace_window_days`` is an observed
 replacement too, dated at its last sample; a serial keeps its earliest failure of either kind.
 Writes nothing. The GPU-day label itself (replaced within ``predict.horizon_days``, days
@@ -15,20 +12,13 @@ after a replacement or outside service excluded) is made in :mod:`~pipeline.pred
 from __future__ import annotations
 
 from pipeline.config import Config
-from pipeline.vocab.sql import literals
+from pipeline.stats.failures import TABLE as FAILURES
 from pipeline.warehouse import Warehouse
 
 
 def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
     """A SQL relation with ``serial, failed_at`` (UTC): one row per GPU replacement."""
-    if wh.scalar("SELECT count(*) FROM failures", step="predict: count failures"):
-        tickets = "SELECT serial, failed_at FROM failures"
-    else:
-        tickets = f"""SELECT t.serial, t.opened_at AS failed_at FROM tickets t
-      WHERE t.serial IS NOT NULL AND t.opened_at IS NOT NULL
-        AND t.part_code IN ({literals(cfg.stats.failure_parts)})
-        AND t.action_code IN ({literals(cfg.stats.failure_actions)})
-        AND t.serial IN (SELECT serial FROM inventory)"""
+    tickets = f"SELECT serial, failed_at FROM {FAILURES}"
     return (f"SELECT serial, min(failed_at) AS failed_at FROM ({tickets} UNION ALL {observed_swaps_sql(cfg)}) "
             "GROUP BY serial")
 

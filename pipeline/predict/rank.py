@@ -24,6 +24,7 @@ from pipeline.config import Config
 from pipeline.errors import FleetfaultError
 from pipeline.predict import evidence, evidence_words, explain, model
 from pipeline.predict.features import FEATURES
+from pipeline.vocab.sql import literal
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ def rank_gpus(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tupl
 def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd.DataFrame, str, list[str]]:
     notes: list[str] = []
     cols = ", ".join(f'"{c}"' for c in ("serial", "host", "pci_bus_id", "day", *FEATURES))
-    frame = wh.df(f"SELECT {cols} FROM features WHERE day = ? ORDER BY serial", [as_of], step="predict: day's features")
+    frame = wh.engine.pandas(f"SELECT {cols} FROM features WHERE day = {literal(as_of)} ORDER BY serial",
+                             step="predict: day's features")
     ev = calibrated_evidence(wh, cfg)
     notes += ev.notes_
     terms = evidence.terms(frame, ev.weights)
@@ -82,7 +84,7 @@ def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd
         "top_factors": [f or None for f in factors], "as_of": as_of, "model_version": version,
     })
     with wh.transaction():
-        wh.sql("DELETE FROM predictions WHERE as_of = ?", [as_of], step="predict: clear day")
+        wh.engine.execute(f"DELETE FROM predictions WHERE as_of = {literal(as_of)}", step="predict: clear day")
         wh.insert("predictions", out)
     return out, version, notes
 
@@ -93,7 +95,7 @@ def calibrated_evidence(wh: Warehouse, cfg: Config) -> evidence.EvidenceScore:
     ev = evidence.EvidenceScore(horizon_days=p.horizon_days, min_failures=p.min_failures,
                                 weights_file=str(cfg.resolve(p.evidence_file)) if p.evidence_file else None)
     cols = ", ".join(f'"{c}"' for c in ("serial", "host", "day", "label", *evidence.INPUTS))
-    seen = wh.df(f"SELECT {cols} FROM features WHERE label IS NOT NULL", step="predict: evidence calibration")
+    seen = wh.engine.pandas(f"SELECT {cols} FROM features WHERE label IS NOT NULL", step="predict: evidence calibration")
     return ev.fit(seen, seen["label"].astype(bool).to_numpy())
 
 

@@ -1,7 +1,7 @@
 """A tiny synthetic fleet written straight into the warehouse tables, for tests and examples.
 
 Reads nothing. Writes ``inventory``, ``gpu_days``, ``xid_events`` and ``tickets`` as the
-ingest stages would (no files): GPUs on 8-GPU hosts with daily telemetry, some of which
+ingest stages would (no files), and ``failures`` from them as the statistics stage would: GPUs on 8-GPU hosts with daily telemetry, some of which
 fail. About half of the failures show a precursor for a few days (a rising corrected-ECC
 rate, a temperature creep, critical Xids); healthy GPUs log application Xids and the odd
 stray critical one, so the rule baseline has false alarms. The full simulator
@@ -16,6 +16,8 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import polars as pl
 
+from pipeline.config import Stats
+from pipeline.stats.failures import build_failures
 from pipeline.warehouse import Warehouse
 
 
@@ -101,3 +103,4 @@ def _insert(wh: Warehouse, inv, tele, xids, tickets) -> None:
         "part_code": pl.Utf8, "action_code": pl.Utf8})
     wh.insert("tickets", tk.with_row_index("n").with_columns(
         ticket_id=pl.format("TK{}", pl.col("n")), service_point=pl.lit("toy"), review=pl.lit(False)).drop("n"))
+    build_failures(wh, Stats())

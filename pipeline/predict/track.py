@@ -27,7 +27,7 @@ def track_record(wh: Warehouse, cfg: Config) -> pd.DataFrame:
     """One row per month of labelled days (see the module doc); also replaces ``predict_track``."""
     p = cfg.predict
     cols = ", ".join(f'"{c}"' for c in ("serial", "host", "day", "label", "days_to_failure", *evidence.INPUTS))
-    frame = wh.df(f"SELECT {cols} FROM features WHERE label IS NOT NULL ORDER BY day, serial", step="predict: track")
+    frame = wh.engine.pandas(f"SELECT {cols} FROM features WHERE label IS NOT NULL ORDER BY day, serial", step="predict: track")
     if not len(frame):
         out = pd.DataFrame(columns=COLUMNS)
         _store(wh, out)
@@ -35,7 +35,7 @@ def track_record(wh: Warehouse, cfg: Config) -> pd.DataFrame:
     s = evidence.score(frame)
     flagged = _top_per_day(frame, s, p.alert_top) & (s > 0)
     source = np.full(len(frame), "replayed", dtype=object)
-    published = wh.df("SELECT serial, as_of AS day, rank FROM predictions", step="predict: published lists")
+    published = wh.engine.pandas("SELECT serial, as_of AS day, rank FROM predictions", step="predict: published lists")
     if len(published):
         key = frame[["serial", "day"]].merge(published, on=["serial", "day"], how="left")
         have_list = set(pd.to_datetime(published["day"]).dt.date)
@@ -68,6 +68,6 @@ def _top_per_day(frame: pd.DataFrame, s: np.ndarray, k: int) -> np.ndarray:
 
 def _store(wh: Warehouse, out: pd.DataFrame) -> None:
     with wh.transaction():
-        wh.sql("DELETE FROM predict_track", step="predict: clear track")
+        wh.clear("predict_track")
         if len(out):
             wh.insert("predict_track", pl.from_pandas(out, schema_overrides={"median_lead_days": pl.Float64}))

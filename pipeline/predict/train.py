@@ -33,6 +33,7 @@ from pipeline.config import Config, Predict
 from pipeline.predict import evaluate, evidence, model
 from pipeline.predict.features import CATEGORICAL, FEATURES, NUMERIC
 from pipeline.predict.rules import RuleBaseline, rule_alert
+from pipeline.vocab.sql import literal
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,9 @@ def labelled_frame(wh: Warehouse, start: date, end: date) -> pd.DataFrame:
     (half the memory of a year of a large fleet, and what the trees bin anyway)."""
     cols = ", ".join(["serial", "day", "host", "label", "days_to_failure",
                       *(f'CAST("{c}" AS FLOAT) AS "{c}"' for c in NUMERIC), *(f'"{c}"' for c in CATEGORICAL)])
-    return wh.df(f"SELECT {cols} FROM features WHERE label IS NOT NULL AND day BETWEEN ? AND ? "
-                 "ORDER BY day, serial", [start, end], step="predict: labelled features")
+    return wh.engine.pandas(f"SELECT {cols} FROM features WHERE label IS NOT NULL "
+                            f"AND day BETWEEN {literal(start)} AND {literal(end)} ORDER BY day, serial",
+                            step="predict: labelled features")
 
 
 def new_evidence(p: Predict, weights_file: str | None = None) -> evidence.EvidenceScore:
@@ -148,7 +150,7 @@ def _train(wh: Warehouse, cfg: Config, models_dir: Path, out_dir: Path | None, *
            run_id: int | None, seed: int, force: bool) -> TrainResult:
     res = TrainResult()
     p = cfg.predict
-    span = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL", step="predict: labelled range")[0]
+    span = wh.engine.rows("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL", step="predict: labelled range")[0]
     if span[0] is None:
         res.notes.append("no labelled GPU-days yet (need more than horizon_days of data): the evidence score ranks")
         return res

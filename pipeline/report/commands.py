@@ -25,12 +25,12 @@ def register(app: typer.Typer) -> None:
         from pipeline.errors import UsageError
         from pipeline.report.build import build_report
         from pipeline.report.prometheus import write_textfile
-        from pipeline.warehouse import Warehouse
+        from pipeline.run import open_warehouse
 
         cfg = setup(config)
         if out.suffix.lower() not in (".html", ".htm"):
             raise UsageError(f"-o {out}: the report is HTML; give a file name ending in .html")
-        with Warehouse(existing_warehouse(cfg, warehouse), read_only=True) as wh:
+        with open_warehouse(cfg, existing_warehouse(cfg, warehouse), read_only=True) as wh:
             html, book = build_report(wh, cfg, at=out, data_dir=data).write(out)
             if prometheus:
                 write_textfile(wh, prometheus)

@@ -240,7 +240,7 @@ class Findings:
 
 def failure_modes(wh: Warehouse, cfg: Config, top: int = 3) -> pl.DataFrame:
     """The symptoms of the GPU failures, most frequent first (``symptom_code``, ``failures``, ``share``)."""
-    df = wh.pl(
+    df = wh.engine.pl(
         f"SELECT coalesce(symptom_code, '(uncoded)') AS symptom_code, count(*) AS failures "
         f"FROM ({reliability.failure_events_sql(wh, cfg)}) AS f GROUP BY ALL "
         "ORDER BY failures DESC, symptom_code",

@@ -15,11 +15,11 @@ def section(wh: Warehouse) -> str:
     (empty before the predict stage has judged a labelled day)."""
     if not wh.table_exists("predict_track"):
         return ""
-    df = wh.pl("SELECT month, source, failures, caught, missed, false_alarms, median_lead_days FROM predict_track "
-               "ORDER BY month", step="report: predict track")
+    df = wh.engine.pl("SELECT month, source, failures, caught, missed, false_alarms, median_lead_days FROM predict_track "
+                      "ORDER BY month", step="report: predict track")
     if not df.height:
         return ""
-    run = wh.sql("SELECT promoted, reason FROM model_runs ORDER BY trained_at DESC LIMIT 1", step="report: last training")
+    run = wh.engine.rows("SELECT promoted, reason FROM model_runs ORDER BY trained_at DESC LIMIT 1", step="report: last training")
     if run:
         who = ("a learned model ranks the list: " if run[0][0] else "the evidence score ranks the list: ") + run[0][1]
     else:

@@ -43,7 +43,7 @@ def metric_families(wh: Warehouse) -> list[GaugeMetricFamily]:
     )
     rank = GaugeMetricFamily("fleetfault_gpu_failure_rank", "Rank in the predicted-failure list (1 = most at risk)",
                              labels=["serial", "host", "model"])
-    rows = wh.sql(
+    rows = wh.engine.rows(
         "SELECT serial, host, model, pci_bus_id, horizon_days, risk, rank, as_of FROM predictions "
         "WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank", step="prometheus: predictions")
     as_of = None
@@ -57,7 +57,7 @@ def metric_families(wh: Warehouse) -> list[GaugeMetricFamily]:
         "and over all records (window=all)",
         labels=["serial", "host", "model", "kind", "xid", "window"],
     )
-    counts = wh.sql(
+    counts = wh.engine.rows(
         f"""
         WITH last AS (SELECT max(ts) AS t FROM xid_events)
         SELECT e.serial, coalesce(i.host, any_value(e.host)), coalesce(i.model, ''), e.kind, e.xid,
@@ -92,7 +92,7 @@ def track_families(wh: Warehouse) -> list[GaugeMetricFamily]:
         ("false_alarms", "Flags on GPUs not replaced within the horizon (once per GPU per horizon)"),
         ("median_lead_days", "Median days from the first flag to the replacement, caught failures"))}
     if wh.table_exists("predict_track"):
-        for month, source, caught, missed, false, lead in wh.sql(
+        for month, source, caught, missed, false, lead in wh.engine.rows(
                 "SELECT month, source, caught, missed, false_alarms, median_lead_days FROM predict_track ORDER BY month",
                 step="prometheus: track record"):
             for k, v in (("failures_caught", caught), ("failures_missed", missed), ("false_alarms", false),
@@ -103,10 +103,10 @@ def track_families(wh: Warehouse) -> list[GaugeMetricFamily]:
                                "1 for what ranked the latest list: a promoted model's version, else 'evidence' "
                                "(fleet-calibrated) or 'evidence-prior' (published prior AFR), with the last "
                                "training's reason", labels=["ranker", "reason"])
-    row = wh.sql("SELECT model_version FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) LIMIT 1",
-                 step="prometheus: ranker")
+    row = wh.engine.rows("SELECT model_version FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) LIMIT 1",
+                         step="prometheus: ranker")
     if row:
-        reason = wh.sql("SELECT reason FROM model_runs ORDER BY trained_at DESC LIMIT 1", step="prometheus: reason")
+        reason = wh.engine.rows("SELECT reason FROM model_runs ORDER BY trained_at DESC LIMIT 1", step="prometheus: reason")
         ranker.add_metric([row[0][0] or "", reason[0][0] if reason else "no model trained yet"], 1.0)
     return [*fam.values(), ranker]
 

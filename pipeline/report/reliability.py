@@ -1,9 +1,9 @@
 """Reliability tables for the report: AFR, survival, Weibull shapes and flagged groups.
 
 Reads: the statistics stage's tables (``stats_*``) when they hold rows; otherwise the same
-statistics computed on the spot by :mod:`pipeline.stats` from ``inventory`` and the coded
-``tickets``, so a report drawn before the statistics stage has run (``fleetfault report`` on
-an older warehouse) still shows them. Writes nothing. Each function returns a polars frame,
+statistics computed on the spot by :mod:`pipeline.stats` from ``inventory`` and the stored
+``failures`` (never recomputed here), so a report drawn from a warehouse whose statistics
+tables are empty still shows them. Writes nothing. Each function returns a polars frame,
 empty when there is nothing to show; the frames have the report's column names (the grouping
 column is named after it: ``model``, ``vendor``, ...).
 """
@@ -17,8 +17,9 @@ import polars as pl
 
 from pipeline import stats as st
 from pipeline.config import Config
-from pipeline.engine import DuckDBEngine
-from pipeline.stats.failures import failures_sql
+from pipeline.stats.failures import TABLE as FAILURES
+from pipeline.stats.sources import from_warehouse
+from pipeline.vocab.sql import ident
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -32,12 +33,13 @@ def stats_table(wh: Warehouse, name: str) -> pl.DataFrame | None:
     """A statistics table as polars when it exists and has rows, else None."""
     if not has_rows(wh, name):
         return None
-    return wh.pl(f'SELECT * FROM "{name}"', step=f"report: read {name}")
+    return wh.engine.pl(f"SELECT * FROM {ident(name)}", step=f"report: read {name}")
 
 
 def has_rows(wh: Warehouse, name: str) -> bool:
     """Whether a (statistics) table exists and holds rows."""
-    return wh.table_exists(name) and bool(wh.scalar(f'SELECT count(*) FROM "{name}"', step=f"report: rows of {name}"))
+    return wh.table_exists(name) and bool(wh.engine.scalar(f"SELECT count(*) FROM {ident(name)}",
+                                                           step=f"report: rows of {name}"))
 
 
 def _grouped(wh: Warehouse, name: str, by: str) -> pl.DataFrame | None:
@@ -50,23 +52,26 @@ def _grouped(wh: Warehouse, name: str, by: str) -> pl.DataFrame | None:
 
 
 def _has_records(wh: Warehouse) -> bool:
-    return bool(wh.scalar("SELECT count(*) FROM inventory", step="report: inventory rows"))
+    return bool(wh.engine.scalar("SELECT count(*) FROM inventory", step="report: inventory rows"))
 
 
 def window(wh: Warehouse, cfg: Config) -> tuple:
     """The observation window as (first day, last day), or (None, None) without records."""
-    w = st.data_window(DuckDBEngine(wh.con), cfg.stats)
+    w = st.data_window(wh.engine, cfg.stats)
     if w.source == "empty":
         return None, None
     return w.start.date(), (w.end - timedelta(days=1)).date()  # the window's end is exclusive
 
 
 def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
-    """A SELECT of the failures: the ``failures`` table once the statistics stage filled it,
-    else the same definition applied to the coded tickets."""
-    if wh.scalar("SELECT count(*) FROM failures", step="report: failures rows"):
-        return "SELECT serial, failed_at, ticket_id, part_code, symptom_code FROM failures"
-    return failures_sql(list(cfg.stats.failure_parts), list(cfg.stats.failure_actions))
+    """A SELECT of the failures: the ``failures`` table (:mod:`pipeline.stats.failures`)."""
+    return f"SELECT serial, failed_at, ticket_id, part_code, symptom_code FROM {FAILURES}"
+
+
+def _lifetimes(wh: Warehouse, cfg: Config):
+    """The lifetimes relation over the stored ``failures``, for statistics the statistics
+    stage has not stored."""
+    return st.lifetimes(from_warehouse(wh.engine, cfg.stats, failures=FAILURES), cfg)
 
 
 def afr(wh: Warehouse, cfg: Config, by: str) -> pl.DataFrame:
@@ -75,7 +80,7 @@ def afr(wh: Warehouse, cfg: Config, by: str) -> pl.DataFrame:
     if rows is None:
         if not _has_records(wh):
             return pl.DataFrame()
-        rows = st.afr(wh, by, cfg)
+        rows = st.afr(_lifetimes(wh, cfg), by, cfg)
     return rows.select(pl.col(by).cast(pl.Utf8), *AFR_COLUMNS).sort("afr_pct", descending=True, nulls_last=True)
 
 
@@ -85,7 +90,7 @@ def fleet_afr(wh: Warehouse, cfg: Config) -> dict:
     if rows is None:
         if not _has_records(wh):
             return {}
-        rows = st.afr(wh, None, cfg)
+        rows = st.afr(_lifetimes(wh, cfg), None, cfg)
     return rows.select(AFR_COLUMNS).row(0, named=True) if rows.height else {}
 
 
@@ -95,7 +100,7 @@ def survival(wh: Warehouse, cfg: Config, by: str = "model") -> pl.DataFrame:
     if rows is None:
         if not _has_records(wh):
             return pl.DataFrame()
-        rows = st.survival(wh, by, cfg)
+        rows = st.survival(_lifetimes(wh, cfg), by, cfg)
     return rows.select(pl.col(by).cast(pl.Utf8), *KM_COLUMNS).sort(by, "t_days")
 
 
@@ -105,7 +110,7 @@ def weibull(wh: Warehouse, cfg: Config, by: str = "model") -> pl.DataFrame:
     if rows is None:
         if not _has_records(wh):
             return pl.DataFrame()
-        rows = st.weibull(wh, by, cfg)
+        rows = st.weibull(_lifetimes(wh, cfg), by, cfg)
         if "group_value" in rows.columns:
             rows = rows.rename({"group_value": by})
     return rows.select(pl.col(by).cast(pl.Utf8), *WEIBULL_COLUMNS).sort(by)
@@ -129,9 +134,10 @@ def comparisons(wh: Warehouse, cfg: Config) -> pl.DataFrame:
     if not _has_records(wh):
         return pl.DataFrame()
     parts = []
+    lt = _lifetimes(wh, cfg)
     for dim in cfg.stats.compare_by:
         try:
-            parts.append(st.compare(wh, dim, cfg))
+            parts.append(st.compare(lt, dim, cfg))
         except Exception as exc:  # one dimension's failure must not hide the others
             log.warning("report: comparing by %s failed: %s", dim, exc)
     parts = [p for p in parts if p.height]

@@ -26,7 +26,7 @@ PREDICT_COLUMNS = ["rank", "serial", "host", "pci_bus_id", "model", "risk", "hor
 def prediction_list(wh: Warehouse) -> pl.DataFrame:
     """The latest predicted-failure list with the contract's columns (empty before a model ran)."""
     cols = ", ".join(f'"{c}"' for c in PREDICT_COLUMNS)
-    return wh.pl(
+    return wh.engine.pl(
         f"SELECT {cols} FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank",
         step="report: prediction list",
     )

@@ -18,15 +18,15 @@ from pipeline.warehouse import Warehouse
 
 def summary(wh: Warehouse, cfg: Config) -> dict:
     """Headline numbers: GPUs, hosts, models, GPU-days, failures, AFR and the period."""
-    gpus, in_service, hosts, models = wh.sql(
+    gpus, in_service, hosts, models = wh.engine.rows(
         "SELECT count(DISTINCT serial), count(DISTINCT serial) FILTER (WHERE removed_at IS NULL), "
         "count(DISTINCT host), count(DISTINCT model) FROM inventory", step="report: summary")[0]
     lo, hi = window(wh, cfg)
     out = {"gpus": gpus, "in_service": in_service, "hosts": hosts, "models": models,
            "period_start": lo, "period_end": hi,
-           "telemetry_gpu_days": wh.scalar("SELECT count(*) FROM gpu_days"),
-           "xid_events": wh.scalar("SELECT count(*) FROM xid_events"),
-           "tickets": wh.scalar("SELECT count(*) FROM tickets")}
+           "telemetry_gpu_days": wh.engine.scalar("SELECT count(*) FROM gpu_days", step="report: gpu-days"),
+           "xid_events": wh.engine.scalar("SELECT count(*) FROM xid_events", step="report: xid events"),
+           "tickets": wh.engine.scalar("SELECT count(*) FROM tickets", step="report: tickets")}
     out.update(fleet_afr(wh, cfg))
     return out
 
@@ -38,7 +38,7 @@ def pareto(wh: Warehouse) -> pl.DataFrame:
     if st is not None:
         return st.sort("rank").select("part_code", "symptom_code", "tickets", "failures",
                                       (100 * pl.col("cumulative_share")).alias("cumulative_pct"))
-    df = wh.pl(
+    df = wh.engine.pl(
         """
         SELECT part_code, coalesce(symptom_code, '(uncoded)') AS symptom_code, count(*) AS tickets
         FROM tickets WHERE part_code IS NOT NULL AND part_code <> 'NONE'
@@ -64,8 +64,8 @@ def top_xids(wh: Warehouse, per_model: int = 5) -> pl.DataFrame:
                 .filter(pl.col("r") <= per_model)
                 .select("model", "kind", "xid", "severity", "events", "gpus", "per_1000_gpu_days", "ci_low", "ci_high")
                 .sort("model", "events", descending=[False, True]))
-    return wh.pl(
-        """
+    return wh.engine.pl(
+        f"""
         WITH ev AS (
             SELECT coalesce(i.model, '(unlinked)') AS model, e.kind, e.xid,
                    any_value(e.severity) AS severity, count(*) AS events,
@@ -80,9 +80,8 @@ def top_xids(wh: Warehouse, per_model: int = 5) -> pl.DataFrame:
                    row_number() OVER (PARTITION BY ev.model ORDER BY events DESC, xid) AS r
             FROM ev LEFT JOIN expo USING (model))
         SELECT model, kind, xid, severity, events, gpus, per_1000_gpu_days
-        FROM ranked WHERE r <= ? ORDER BY model, events DESC, xid
+        FROM ranked WHERE r <= {int(per_model)} ORDER BY model, events DESC, xid
         """,
-        [per_model],
         step="report: top xids",
     )
 
@@ -90,7 +89,7 @@ def top_xids(wh: Warehouse, per_model: int = 5) -> pl.DataFrame:
 def monthly_trend(wh: Warehouse, cfg: Config) -> pl.DataFrame:
     """Failures, tickets and Xid events per calendar month (UTC), with the month's AFR and
     interval where the statistics stage computed it."""
-    df = wh.pl(
+    df = wh.engine.pl(
         f"""
         WITH f AS (SELECT date_trunc('month', failed_at) AS month, count(*) AS failures
                    FROM ({failure_events_sql(wh, cfg)}) AS ev GROUP BY ALL),
@@ -131,7 +130,7 @@ def repair_times(wh: Warehouse) -> pl.DataFrame:
 
 def repair_hours(wh: Warehouse) -> pl.DataFrame:
     """Every ticket's repair time in hours (for the histogram)."""
-    return wh.pl(
+    return wh.engine.pl(
         "SELECT coalesce(part_code, '(uncoded)') AS part_code, "
         "date_diff('second', opened_at, closed_at) / 3600.0 AS hours FROM tickets "
         "WHERE opened_at IS NOT NULL AND closed_at IS NOT NULL AND closed_at >= opened_at",
@@ -141,7 +140,7 @@ def repair_hours(wh: Warehouse) -> pl.DataFrame:
 
 def predictions(wh: Warehouse) -> pl.DataFrame:
     """The latest predicted-failure list (contract columns plus ``as_of``), rank order."""
-    return wh.pl(
+    return wh.engine.pl(
         """
         SELECT rank, serial, host, pci_bus_id, model, risk, horizon_days, top_factors, as_of, model_version
         FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions)
@@ -153,7 +152,7 @@ def predictions(wh: Warehouse) -> pl.DataFrame:
 
 def files_read(wh: Warehouse) -> pl.DataFrame:
     """Files loaded per stage with their row counts."""
-    return wh.pl(
+    return wh.engine.pl(
         "SELECT stage, count(*) AS files, CAST(sum(rows_read) AS BIGINT) AS rows_read, "
         "CAST(sum(rows_loaded) AS BIGINT) AS rows_loaded, CAST(sum(rows_quarantined) AS BIGINT) AS rows_quarantined, "
         "CAST(sum(size) AS BIGINT) AS bytes FROM files GROUP BY stage ORDER BY stage",
@@ -164,7 +163,7 @@ def files_read(wh: Warehouse) -> pl.DataFrame:
 def empty_files(wh: Warehouse, limit: int = 50) -> pl.DataFrame:
     """Files that gave no rows, with why: quarantined whole (``empty_file``, ``bad_gzip``,
     ...), every row rejected, or no data rows. A kernel log without an Xid is normal, not listed."""
-    return wh.pl(
+    return wh.engine.pl(
         "SELECT f.stage, f.path AS file, f.rows_read, f.rows_quarantined, "
         "coalesce(q.reason || ': ' || q.detail, 'no data rows') AS why "
         "FROM files f LEFT JOIN (SELECT file_id, arg_min(reason, coalesce(line_no, 0)) AS reason, "
@@ -177,7 +176,7 @@ def empty_files(wh: Warehouse, limit: int = 50) -> pl.DataFrame:
 
 def quarantine_reasons(wh: Warehouse) -> pl.DataFrame:
     """Quarantined rows per stage and reason, with one example file and line."""
-    return wh.pl(
+    return wh.engine.pl(
         "SELECT stage, reason, count(*) AS rows, count(DISTINCT source_file) AS files, "
         "min(source_file) AS example_file, min(line_no) AS example_line "
         "FROM quarantine GROUP BY stage, reason ORDER BY rows DESC, stage, reason",
@@ -187,10 +186,10 @@ def quarantine_reasons(wh: Warehouse) -> pl.DataFrame:
 
 def ticket_quality(wh: Warehouse) -> dict:
     """Tickets awaiting review, unlinked tickets and unlinked Xid events."""
-    total, review, unlinked = wh.sql(
+    total, review, unlinked = wh.engine.rows(
         "SELECT count(*), count(*) FILTER (WHERE review), count(*) FILTER (WHERE serial IS NULL) FROM tickets",
         step="report: ticket quality")[0]
-    x_total, x_unlinked = wh.sql(
+    x_total, x_unlinked = wh.engine.rows(
         "SELECT count(*), count(*) FILTER (WHERE serial IS NULL) FROM xid_events", step="report: xid quality")[0]
     return {"tickets": total, "awaiting_review": review, "unlinked_tickets": unlinked,
             "xid_events": x_total, "unlinked_xid_events": x_unlinked}
@@ -198,8 +197,8 @@ def ticket_quality(wh: Warehouse) -> dict:
 
 def unlinked_tickets(wh: Warehouse, limit: int = 20) -> pl.DataFrame:
     """A sample of the tickets no inventory GPU could be found for."""
-    return wh.pl(
+    return wh.engine.pl(
         "SELECT service_point, ticket_id, opened_at, host, serial_text, part_text FROM tickets "
-        "WHERE serial IS NULL ORDER BY opened_at DESC NULLS LAST, ticket_id LIMIT ?",
-        [limit], step="report: unlinked tickets",
+        f"WHERE serial IS NULL ORDER BY opened_at DESC NULLS LAST, ticket_id LIMIT {int(limit)}",
+        step="report: unlinked tickets",
     )

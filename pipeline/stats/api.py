@@ -42,8 +42,8 @@ def lifetimes(source: Any, cfg: Config | Stats | None = None) -> Lifetimes:
         return from_warehouse(source, scfg)
     if isinstance(source, duckdb.DuckDBPyConnection):
         return from_warehouse(DuckDBEngine(source), scfg)
-    if hasattr(source, "con") and isinstance(getattr(source, "con"), duckdb.DuckDBPyConnection):
-        return from_warehouse(DuckDBEngine(source.con), scfg)
+    if isinstance(getattr(source, "engine", None), Engine):  # a Warehouse: the engine it runs on
+        return from_warehouse(source.engine, scfg)
     if isinstance(source, (str, Path)):
         return from_lifetime_table(source)
     if isinstance(source, pl.DataFrame):  # a raw lifetime table, or one already shaped

@@ -18,11 +18,11 @@ OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet
 
 def _source(lifetimes: Path | None, cfg, warehouse: Path | None, stack):
     from pipeline.cli_app import existing_warehouse
-    from pipeline.warehouse import Warehouse
+    from pipeline.run import open_warehouse
 
     if lifetimes is not None:
         return lifetimes
-    return stack.enter_context(Warehouse(existing_warehouse(cfg, warehouse), read_only=True))
+    return stack.enter_context(open_warehouse(cfg, existing_warehouse(cfg, warehouse), read_only=True))
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,13 @@ A failure is a ticket whose ``part_code`` is in ``stats.failure_parts`` and whos
 ``action_code`` is in ``stats.failure_actions`` (default: GPU x REPLACE), linked to an
 inventory serial. The same replacement reported by two service points (same serial, same
 time) counts once.
+
+:func:`failures_sql` is that definition, the one definition of a failure, as one SQL step.
+:func:`build_failures` writes it to the ``failures`` table (the statistics stage, and
+:func:`pipeline.run.recode` after review answers); everyone else (the report, the predictor,
+the statistics of the night) reads that table. :func:`derive_failures` applies it to an
+engine's tables without writing anything, for :mod:`pipeline.stats`' analyst functions, which
+take the definition from the config they are given.
 """
 
 from __future__ import annotations
@@ -40,3 +47,16 @@ def derive_failures(engine: Engine, cfg: Stats) -> str:
     engine.create_table(FAILURES, failures_sql(cfg.failure_parts, cfg.failure_actions),
                         step="stats: failures from tickets")
     return FAILURES
+
+
+#: The declared table :func:`build_failures` writes.
+TABLE = "failures"
+
+
+def build_failures(wh, cfg: Stats) -> int:
+    """Rebuild the ``failures`` table from the warehouse's ``tickets``; returns its rows."""
+    frame = wh.engine.arrow(failures_sql(cfg.failure_parts, cfg.failure_actions) + "ORDER BY failed_at, serial",
+                            step="failures from tickets")
+    with wh.transaction():
+        wh.replace(TABLE, frame)
+    return frame.num_rows

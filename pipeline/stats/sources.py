@@ -40,9 +40,12 @@ class Lifetimes:
         return self.engine.pl(f"SELECT * FROM {self.relation} ORDER BY id", step="stats: read lifetimes")
 
 
-def from_warehouse(engine: Engine, cfg: Stats, window: Window | None = None) -> Lifetimes:
-    """Derive failures and lifetimes from the warehouse tables the engine sees."""
-    failures = derive_failures(engine, cfg)
+def from_warehouse(engine: Engine, cfg: Stats, window: Window | None = None, *,
+                   failures: str | None = None) -> Lifetimes:
+    """Lifetimes from the warehouse tables the engine sees: the failures are the table
+    ``failures`` names (the stored ``failures`` for the night and the report), else derived
+    from ``tickets`` with ``cfg``'s definition (an analyst's question)."""
+    failures = failures or derive_failures(engine, cfg)
     window = build_lifetimes(engine, cfg, failures, window)
     return Lifetimes(engine, LIFETIMES, list(GROUP_COLUMNS), window)
 

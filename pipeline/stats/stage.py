@@ -1,7 +1,8 @@
 """The ``stats`` stage: every reliability table, recomputed from the warehouse on each run.
 
 Reads: ``inventory``, ``tickets`` (coded and linked), ``gpu_days`` and ``xid_events`` (for
-the window and the Xid rates). Writes: ``failures``, ``stats_lifetimes``, ``stats_afr``
+the window and the Xid rates). Writes: ``failures`` (:func:`~pipeline.stats.failures.build_failures`,
+the one definition), then from it ``stats_lifetimes``, ``stats_afr``
 (the fleet and each ``stats.afr_by`` grouping), ``stats_trend``, ``stats_compare``,
 ``stats_survival``, ``stats_weibull``, ``stats_pareto``, ``stats_xid_rates``,
 ``stats_repair``, ``stats_repeat``; and ``OUT/metrics/stats.json`` for DVC.
@@ -19,11 +20,10 @@ from datetime import timedelta
 
 import polars as pl
 
-from pipeline.engine import DuckDBEngine
 from pipeline.stats import rates
 from pipeline.stats import modes
 from pipeline.stats.comparisons import compare_groups, single_models
-from pipeline.stats.failures import FAILURES
+from pipeline.stats.failures import TABLE as FAILURES, build_failures
 from pipeline.stats.sources import from_warehouse
 from pipeline.stats.kaplan_meier import survival_table
 from pipeline.stats.weibull_fit import weibull_table
@@ -52,12 +52,13 @@ def _by_group(frame: pl.DataFrame, by: str, fn, scfg) -> pl.DataFrame:
 
 
 def compute(engine, scfg) -> tuple[dict[str, pl.DataFrame], dict]:
-    """Every stats table from the warehouse the engine sees, and the metrics for DVC."""
-    lt = from_warehouse(engine, scfg)
+    """Every stats table from the warehouse the engine sees (its ``failures`` table as
+    :func:`~pipeline.stats.failures.build_failures` left it), and the metrics for DVC."""
+    lt = from_warehouse(engine, scfg, failures=FAILURES)
     window = lt.window
     frame = lt.frame()
+    n_failures = engine.scalar(f"SELECT count(*) FROM {FAILURES}", step="stats: count failures")
     tables: dict[str, pl.DataFrame] = {
-        "failures": engine.pl(f"SELECT * FROM {FAILURES} ORDER BY failed_at, serial", step="stats: read failures"),
         "stats_lifetimes": frame,
         "stats_afr": _afr_rows(lt, scfg),
     }
@@ -95,7 +96,7 @@ def compute(engine, scfg) -> tuple[dict[str, pl.DataFrame], dict]:
         "flagged_groups": int(flagged["flagged"].sum() or 0),
         "flagged": flagged.filter(pl.col("flagged").cast(pl.Boolean).fill_null(False))["sentence"].to_list(),
         "tickets_closed_before_opened": negative,
-        "failures_outside_exposure": int(tables["failures"].height - int(frame["failed"].sum() or 0)),
+        "failures_outside_exposure": int(n_failures - int(frame["failed"].sum() or 0)),
     }
     return tables, metrics
 
@@ -116,14 +117,15 @@ def window_note(metrics: dict) -> str:
 
 
 def run(ctx) -> None:
-    """Stage: recompute every stats table and write ``OUT/metrics/stats.json``."""
+    """Stage: rebuild ``failures``, recompute every stats table from it and write
+    ``OUT/metrics/stats.json``."""
     scfg = ctx.cfg.stats
-    engine = DuckDBEngine(ctx.wh.con)
-    tables, metrics = compute(engine, scfg)
     with ctx.wh.transaction():
+        n_failures = build_failures(ctx.wh, scfg)
+        tables, metrics = compute(ctx.wh.engine, scfg)
         for name, frame in tables.items():
             ctx.wh.replace(name, frame)
-    ctx.report(STAGE).rows_out = sum(f.height for f in tables.values())
+    ctx.report(STAGE).rows_out = n_failures + sum(f.height for f in tables.values())
     folder = ctx.out_dir / "metrics"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "stats.json").write_text(json.dumps(metrics, indent=2) + "\n")

@@ -296,7 +296,7 @@ def run(ctx) -> None:
     for point, f in files:
         by_point.setdefault(point, []).append(f)
     known = known_assets(ctx.wh)
-    retry = {r[0] for r in ctx.wh.sql(
+    retry = {r[0] for r in ctx.wh.engine.rows(
         "SELECT DISTINCT source_file FROM quarantine WHERE stage = 'tickets' AND reason = 'unrecognised_layout'",
         step="exports to read again")}
     for point, paths in by_point.items():
@@ -306,19 +306,19 @@ def run(ctx) -> None:
             reload=[p for p in paths if ctx.file_key(p) in retry],
         )
         ctx.tally("tickets", results)
-    n = ctx.wh.sql("SELECT count(DISTINCT source_file) FROM quarantine WHERE stage = 'tickets' "
-                   "AND reason = 'unrecognised_layout'", step="unrecognised exports")[0][0]
+    n = ctx.wh.engine.scalar("SELECT count(DISTINCT source_file) FROM quarantine WHERE stage = 'tickets' "
+                             "AND reason = 'unrecognised_layout'", step="unrecognised exports")
     if n:
         ctx.note("tickets", f"{n} export(s) not read: layout unsure (reason unrecognised_layout; "
                             f"`fleetfault tickets inspect FILE` prints a config block that reads them)")
-    ctx.report("tickets").rows_out = ctx.wh.scalar("SELECT count(*) FROM tickets_raw")
+    ctx.report("tickets").rows_out = ctx.wh.engine.scalar("SELECT count(*) FROM tickets_raw", step="tickets_raw rows")
 
 
 def known_assets(wh) -> Known | None:
     """The inventory's hosts and serials (loaded by the stage before), or None when empty."""
     if not wh.table_exists("inventory"):
         return None
-    rows = wh.sql("SELECT host, serial FROM inventory", step="inventory hosts and serials")
+    rows = wh.engine.rows("SELECT host, serial FROM inventory", step="inventory hosts and serials")
     return Known.of((h for h, _ in rows), (s for _, s in rows)) if rows else None
 
 
