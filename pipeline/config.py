@@ -177,8 +177,28 @@ class Collect:
 
 
 @dataclass(frozen=True)
+class SparkSettings:
+    # Where the job runs: "local[*]" (this machine, every core), "local[2]", or a cluster URL
+    # ("spark://host:7077", "yarn", "k8s://..."). Inside a notebook or spark-submit, the
+    # session already running is used and these three are ignored.
+    master: str = "local[*]"
+    app_name: str = "fleetfault"
+    # Spark settings passed to the session builder, e.g. {"spark.executor.memory" = "8g"}.
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    # What runs the SQL steps: "duckdb" (one machine, no setup) or "spark" (the [spark] extra
+    # and a Java runtime). `fleetfault run --engine` overrides it.
+    name: str = "duckdb"
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+
+@dataclass(frozen=True)
 class Config:
     paths: Paths = field(default_factory=Paths)
+    engine: EngineSettings = field(default_factory=EngineSettings)
     time: Time = field(default_factory=Time)
     sites: dict[str, Site] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)
@@ -230,6 +250,16 @@ def load_config(path: str | Path | None = None) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([f"not valid TOML: {exc}"], str(path)) from None
     return config_from_dict(raw, source=str(path))
+
+
+def with_engine(cfg: Config, name: str) -> Config:
+    """The config with ``[engine] name`` set to ``name`` (``fleetfault run --engine``)."""
+    changed = dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, name=name))
+    problems: list[str] = []
+    _check_engine(changed.engine, problems)
+    if problems:
+        raise ConfigError(problems, "--engine")
+    return changed
 
 
 def config_from_dict(raw: dict, source: str | None = None) -> Config:
@@ -342,6 +372,9 @@ def _check_values(values: dict, problems: list[str]) -> None:
             problems.append(f"report.detect_rate_ratio: must be above 1, got {rep.detect_rate_ratio}")
         if not 0 < rep.power < 1:
             problems.append(f"report.power: must be between 0 and 1, got {rep.power}")
+    engine = values.get("engine")
+    if engine is not None:
+        _check_engine(engine, problems)
     pred = values.get("predict")
     if pred is not None and pred.horizon_days < 1:
         problems.append(f"predict.horizon_days: must be at least 1, got {pred.horizon_days}")
@@ -350,6 +383,25 @@ def _check_values(values: dict, problems: list[str]) -> None:
     if pred is not None and (pred.min_failures < 1 or pred.cv_folds < 1 or pred.alert_top < 1):
         problems.append(f"predict.min_failures, cv_folds, alert_top: must be at least 1, got "
                         f"{pred.min_failures}, {pred.cv_folds}, {pred.alert_top}")
+
+
+def _check_engine(engine: EngineSettings, problems: list[str]) -> None:
+    """The engine's name, and Spark settings a session builder would only reject at run time."""
+    from pipeline.engine import ENGINES  # the engine package imports no Spark module
+
+    if engine.name not in ENGINES:
+        problems.append(f"engine.name: must be one of {', '.join(ENGINES)}, got {engine.name!r}")
+    spark = engine.spark
+    if not spark.master.strip():
+        problems.append('engine.spark.master: empty (use "local[*]" or a cluster URL such as "spark://host:7077")')
+    for key, value in spark.conf.items():
+        if not key.startswith("spark."):
+            problems.append(f"engine.spark.conf.{key}: not a Spark setting (they start with 'spark.')")
+    # fleetfault stores naive UTC timestamps; a session in another zone would shift them.
+    zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
+    if zone != "UTC":
+        problems.append(f"engine.spark.conf.spark.sql.session.timeZone: must be UTC (fleetfault's timestamps "
+                        f"are UTC), got {zone!r}")
 
 
 def _check_columns(columns: dict[str, str], name: str, problems: list[str]) -> None:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from pipeline import preflight
 from pipeline.config import Config
+from pipeline.engine import Engine
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.report.run_status import recorded
+from pipeline.vocab.sql import ident
 from pipeline.warehouse import FileResult, Loaded, Warehouse
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,24 @@ class RunContext:
         self.cfg, self.wh, self.data_dir, self.out_dir = cfg, wh, Path(data_dir), Path(out_dir)
         self.progress = progress  # a rich.progress.Progress, or None when quiet
         self.reports: dict[str, StageReport] = {}
+        self._spark = None  # the Spark engine, started by the first stage that asks for it
+
+    def engine_for(self, inputs: Sequence[str]) -> Engine:
+        """The engine a stage's SQL steps run on (``[engine] name``), seeing ``inputs``.
+
+        DuckDB reads the warehouse directly. Spark gets the tables the stage declares as
+        inputs handed over as Arrow from the warehouse: until the ingest stages write the
+        Parquet tables (:mod:`pipeline.engine.tables`) the warehouse holds them.
+        """
+        if self.cfg.engine.name != "spark":
+            return self.wh.engine
+        if self._spark is None:
+            from pipeline.engine.spark_engine import SparkEngine  # imported only when asked for
+
+            self._spark = SparkEngine(settings=self.cfg.engine.spark)
+        for table in inputs:
+            self._spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
+        return self._spark
 
     def report(self, stage: str) -> StageReport:
         return self.reports.setdefault(stage, StageReport(stage))

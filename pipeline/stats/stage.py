@@ -19,7 +19,6 @@ from datetime import timedelta
 
 import polars as pl
 
-from pipeline.engine import DuckDBEngine
 from pipeline.stats import rates
 from pipeline.stats import modes
 from pipeline.stats.comparisons import compare_groups, single_models
@@ -31,6 +30,8 @@ from pipeline.stats.weibull_fit import weibull_table
 log = logging.getLogger(__name__)
 
 STAGE = "stats"
+#: The warehouse tables the stage reads.
+INPUTS = ("inventory", "tickets", "gpu_days", "xid_events")
 
 
 def _afr_rows(lt, scfg) -> pl.DataFrame:
@@ -118,7 +119,7 @@ def window_note(metrics: dict) -> str:
 def run(ctx) -> None:
     """Stage: recompute every stats table and write ``OUT/metrics/stats.json``."""
     scfg = ctx.cfg.stats
-    engine = DuckDBEngine(ctx.wh.con)
+    engine = ctx.engine_for(INPUTS)
     tables, metrics = compute(engine, scfg)
     with ctx.wh.transaction():
         for name, frame in tables.items():
