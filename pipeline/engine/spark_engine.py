@@ -32,7 +32,7 @@ REQUIRED_CONF = {
 }
 
 #: Defaults the config may override: the command line prints its own progress, not Spark's bars.
-QUIET_CONF = {"spark.ui.showConsoleProgress": "false"}
+QUIET_CONF = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR"}
 
 
 def _import_pyspark():
