@@ -37,6 +37,10 @@ class Dialect:
     def add_months(self, expr: str, months: int) -> str:
         return f"({expr} + INTERVAL {months} MONTH)"
 
+    def quantile(self, expr: str, q: float) -> str:
+        """The interpolated ``q`` quantile of a numeric aggregate (0.5: the median)."""
+        return f"quantile_cont({expr}, {float(q)!r})"
+
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP TABLE {name} AS\n{select}"
 
@@ -61,6 +65,9 @@ class SparkDialect(Dialect):
 
     def add_months(self, expr: str, months: int) -> str:
         return f"({expr} + make_interval(0, {months}))"
+
+    def quantile(self, expr: str, q: float) -> str:
+        return f"percentile({expr}, {float(q)!r})"
 
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP VIEW {name} AS\n{select}"

@@ -5,13 +5,15 @@ to install. Inputs go to Spark as Arrow (no pandas round trip, so types and null
 results come back as Arrow with naive UTC timestamps, as every fleetfault table keeps them.
 
 Where the session comes from, first match wins: the ``spark`` argument; the session already
-running in this process (a notebook, ``spark-submit``, a managed service's job); a new one
-built from ``[engine.spark]`` in the config (master, app name, settings).
+running in this process (a notebook, a managed service's job); a new one built from
+``[engine.spark]`` in the config (master, app name, settings), except that under
+``spark-submit`` its own ``--master`` and ``--name`` are kept.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import pyarrow as pa
@@ -69,7 +71,11 @@ def spark_session(settings=None):
         from pipeline.config import SparkSettings
 
         settings = SparkSettings()
-    builder = session_cls.builder.master(settings.master).appName(settings.app_name)
+    builder = session_cls.builder
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit (which starts the JVM and sets that variable) its --master and
+        # --name decide; set here, they would override them.
+        builder = builder.master(settings.master).appName(settings.app_name)
     for key, value in {**QUIET_CONF, **settings.conf, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     try:

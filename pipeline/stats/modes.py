@@ -76,10 +76,9 @@ def repair_times(engine: Engine, window: Window) -> tuple[pl.DataFrame, int]:
     base = f"""
 SELECT coalesce(part_code, '(uncoded)') AS part_code, ({ep('closed_at')} - {ep('opened_at')}) / 3600.0 AS hours
 FROM tickets WHERE closed_at IS NOT NULL AND {_between(engine, 'opened_at', window)}"""
-    agg = """count(*) AS tickets, avg(hours) AS mttr_hours, median(hours) AS median_hours,
-       quantile_cont(hours, 0.9) AS p90_hours"""
-    if engine.dialect.name == "spark":
-        agg = agg.replace("median(hours)", "percentile(hours, 0.5)").replace("quantile_cont(hours, 0.9)", "percentile(hours, 0.9)")
+    q = engine.dialect.quantile
+    agg = f"""count(*) AS tickets, avg(hours) AS mttr_hours, {q('hours', 0.5)} AS median_hours,
+       {q('hours', 0.9)} AS p90_hours"""
     df = engine.pl(f"""
 WITH r AS ({base})
 SELECT part_code, {agg} FROM r WHERE hours >= 0 GROUP BY part_code
