@@ -88,20 +88,32 @@ def sample_tables(tmp_path_factory):
 
 @pytest.mark.spark
 @pytest.mark.xdist_group("spark")
-def test_stats_on_the_sample_are_the_same_on_spark(spark, sample_tables):
-    from pipeline.engine.spark_engine import SparkEngine
-    from pipeline.stats.stage import INPUTS, compute
+def test_the_stats_stage_on_spark_writes_the_same_tables(spark, sample_tables, tmp_path):
+    """``fleetfault run --engine spark``'s statistics: the stage on the configured engine."""
+    import json
+    import shutil
+
+    from pipeline.run import run_pipeline
     from pipeline.warehouse import Warehouse
 
-    scfg = load_config(ROOT / "fleetfault.toml").stats
-    engine = SparkEngine(spark)
-    with Warehouse(sample_tables, read_only=True) as wh:
-        ours, our_metrics = compute(wh.engine, scfg)
-        for table in INPUTS:
-            engine.register(table, wh.engine.arrow(f'SELECT * FROM "{table}"', step="read"))
-    theirs, their_metrics = compute(engine, scfg)
-    assert sorted(ours) == sorted(theirs)
+    cfg = load_config(ROOT / "fleetfault.toml")
+    tables: list[str] = []  # the stage's tables, named by the DuckDB run
+    results = {}
+    for engine in ("duckdb", "spark"):
+        wh, out = tmp_path / engine / "wh.duckdb", tmp_path / engine / "out"
+        wh.parent.mkdir()
+        shutil.copy(sample_tables, wh)
+        reports, _ = run_pipeline(with_engine(cfg, engine), SAMPLE, wh, out, stages=["stats"])
+        assert reports[0].rows_out > 0
+        with Warehouse(wh, read_only=True) as w:
+            tables = tables or [r[0] for r in w.engine.rows(
+                "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'stats_%' "
+                "OR table_name = 'failures' ORDER BY 1", step="names")]
+            frames = {t: w.engine.pl(f'SELECT * FROM "{t}"', step="read") for t in tables}
+        results[engine] = frames, json.loads((out / "metrics" / "stats.json").read_text())
+    (ours, our_metrics), (theirs, their_metrics) = results["duckdb"], results["spark"]
     assert ours["failures"].height > 0 and ours["stats_afr"].height > 0  # the sample has something to compare
-    for name in ours:
+    assert len(tables) >= 10
+    for name in tables:
         assert_same_table(ours[name], theirs[name], name)
     assert our_metrics == their_metrics
