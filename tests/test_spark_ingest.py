@@ -85,7 +85,7 @@ def loaded(spark, fleet, tmp_path_factory):
     return _ingest(spark, tmp_path_factory.mktemp("store") / "tables", data, zones)
 
 
-def test_spark_ingest_gives_the_single_machine_rows(fleet, loaded):
+def test_spark_ingest_gives_the_single_machine_rows(spark, fleet, loaded):
     _, ours, _ = fleet
     store, results = loaded
     assert results["xid"].files == 2 * FILES_PER_HOST and results["xid"].unchanged == 0
