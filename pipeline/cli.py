@@ -27,6 +27,7 @@ from pipeline.cli_app import (  # noqa: F401  (re-exported: older code imports t
     ConfigOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
     warehouse_path,
 )
+from pipeline.config import with_engine
 from pipeline.errors import FleetfaultError, UsageError
 
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
@@ -49,6 +50,7 @@ def run(
     warehouse: WarehouseOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the report and exports. Default: out/.")] = None,
     config: ConfigOpt = None,
+    engine: Annotated[Optional[str], typer.Option("--engine", help="duckdb or spark: what runs the SQL steps (overrides [engine] name in the config). Default: duckdb.")] = None,
     stage: Annotated[Optional[list[str]], typer.Option("--stage", help="Run only this stage (repeatable); used by dvc.yaml.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
     accept_rejects: Annotated[bool, typer.Option("--accept-rejects", help="Exit 0 even when rows were quarantined (for schedulers such as DVC that stop on any non-zero exit).")] = False,
@@ -64,6 +66,8 @@ def run(
     from pipeline.run import run_pipeline
 
     cfg = setup(config, verbose)
+    if engine:
+        cfg = with_engine(cfg, engine)
     data_dir = Path(data) if data else Path(cfg.paths.data)
     out_dir = Path(out) if out else Path(cfg.paths.out)
     wh = warehouse_path(cfg, warehouse)

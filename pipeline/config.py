@@ -208,10 +208,22 @@ class Collect(_Frozen):
 
 
 @dataclass(frozen=True)
+class SparkSettings(_Frozen):
+    # Where the job runs: "local[*]" (this machine, every core), "local[2]", or a cluster URL
+    # ("spark://host:7077", "yarn", "k8s://..."). Inside a notebook or spark-submit, the
+    # session already running is used and these three are ignored.
+    master: str = "local[*]"
+    app_name: str = "fleetfault"
+    # Spark settings passed to the session builder, e.g. {"spark.executor.memory" = "8g"}.
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class EngineSettings(_Frozen):
     # What runs the SQL steps: "duckdb" (one machine, no setup) or "spark" (the [spark] extra
-    # and a Java runtime).
+    # and a Java runtime). `fleetfault run --engine` overrides it.
     name: str = "duckdb"
+    spark: SparkSettings = field(default_factory=SparkSettings)
 
 
 @dataclass(frozen=True)
@@ -269,6 +281,16 @@ def load_config(path: str | Path | None = None) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError([f"not valid TOML: {exc}"], str(path)) from None
     return config_from_dict(raw, source=str(path))
+
+
+def with_engine(cfg: Config, name: str) -> Config:
+    """The config with ``[engine] name`` set to ``name`` (``fleetfault run --engine``)."""
+    changed = dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, name=name))
+    problems: list[str] = []
+    _check_engine(changed.engine, problems)
+    if problems:
+        raise ConfigError(problems, "--engine")
+    return changed
 
 
 def config_from_dict(raw: dict, source: str | None = None) -> Config:
@@ -403,10 +425,22 @@ def _check_values(cfg: Config, problems: list[str]) -> None:
 
 
 def _check_engine(engine: EngineSettings, problems: list[str]) -> None:
+    """The engine's name, and Spark settings a session builder would only reject at run time."""
     from pipeline.engine import ENGINES  # the engine package imports no Spark module
 
     if engine.name not in ENGINES:
         problems.append(f"engine.name: must be one of {', '.join(ENGINES)}, got {engine.name!r}")
+    spark = engine.spark
+    if not spark.master.strip():
+        problems.append('engine.spark.master: empty (use "local[*]" or a cluster URL such as "spark://host:7077")')
+    for key in spark.conf:
+        if not key.startswith("spark."):
+            problems.append(f"engine.spark.conf.{key}: not a Spark setting (they start with 'spark.')")
+    # fleetfault stores naive UTC timestamps; a session in another zone would shift them.
+    zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
+    if zone != "UTC":
+        problems.append(f"engine.spark.conf.spark.sql.session.timeZone: must be UTC (fleetfault's timestamps "
+                        f"are UTC), got {zone!r}")
 
 
 def _check_tz(tz: str, name: str, problems: list[str]) -> None:

@@ -21,6 +21,7 @@ from pipeline.config import Config
 from pipeline.engine import Engine
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
 from pipeline.report.run_status import recorded
+from pipeline.vocab.sql import ident
 from pipeline.warehouse import FileResult, Loaded, Warehouse
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,24 @@ class RunContext:
         self.cfg, self.wh, self.data_dir, self.out_dir = cfg, wh, Path(data_dir), Path(out_dir)
         self.progress = progress  # a rich.progress.Progress, or None when quiet
         self.reports: dict[str, StageReport] = {}
+        self._spark = None  # the Spark engine, started by the first stage that asks for it
+
+    def engine_for(self, inputs: Sequence[str]) -> Engine:
+        """The engine a stage's SQL steps run on (``[engine] name``), seeing ``inputs``.
+
+        DuckDB reads the warehouse directly. Spark gets the tables the stage declares as
+        inputs handed over as Arrow from the warehouse: until the ingest stages write the
+        Parquet tables (:mod:`pipeline.engine.tables`) the warehouse holds them.
+        """
+        if self.cfg.engine.name != "spark":
+            return self.wh.engine
+        if self._spark is None:
+            from pipeline.engine.spark_engine import SparkEngine  # imported only when asked for
+
+            self._spark = SparkEngine(settings=self.cfg.engine.spark)
+        for table in inputs:
+            self._spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
+        return self._spark
 
     def report(self, stage: str) -> StageReport:
         return self.reports.setdefault(stage, StageReport(stage))
@@ -135,13 +154,15 @@ def _write_stage_report(out_dir: Path, report: StageReport) -> None:
 
 
 def build_engine(cfg: Config, wh: Warehouse) -> Engine:
-    """The engine the config names (``[engine] name``) over the warehouse's tables: DuckDB
-    runs on the warehouse's own connection."""
+    """The engine over the warehouse's own tables: DuckDB on the warehouse's connection.
+
+    With ``[engine] name = "spark"`` the stages whose steps run on Spark get that engine from
+    :meth:`RunContext.engine_for`, with their inputs handed over; the warehouse's tables stay
+    in DuckDB until the Parquet table layer (:mod:`pipeline.engine.tables`) holds them all.
+    """
     from pipeline.engine import get_engine
 
-    if cfg.engine.name == "duckdb":
-        return get_engine("duckdb", con=wh.con)
-    return get_engine(cfg.engine.name)
+    return get_engine("duckdb", con=wh.con)
 
 
 def open_warehouse(cfg: Config, path: Path | str, *, read_only: bool = False) -> Warehouse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,37 @@ def sample_warehouse(tmp_path_factory):
     _, code = run_pipeline(cfg, ROOT / "data" / "sample", wh, out)
     assert code in (0, 1), f"the run exited {code}"
     return wh, out
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole test session (starting one costs many seconds).
+
+    Skips without pyspark or a Java runtime, except under ``FLEETFAULT_REQUIRE_SPARK=1`` (CI
+    sets it), where that is a failure. Tests that use it carry ``pytest.mark.xdist_group("spark")``
+    so that ``--dist loadgroup`` starts Spark on one worker only.
+    """
+    required = os.environ.get("FLEETFAULT_REQUIRE_SPARK") == "1"
+
+    def missing(why: str):
+        if required:
+            pytest.fail(f"FLEETFAULT_REQUIRE_SPARK=1 but {why}")
+        pytest.skip(why)
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        missing("pyspark is not installed (pip install -e '.[spark]')")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        missing("no Java runtime (apt-get install default-jre-headless)")
+    from pipeline.config import SparkSettings
+    from pipeline.engine.spark_engine import spark_session
+
+    # Tiny tables: two shuffle partitions, and no adaptive planning or code generation, whose
+    # fixed cost per query is far above the work itself at this size.
+    session = spark_session(SparkSettings(master="local[2]", app_name="fleetfault-tests", conf={
+        "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+        "spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
+    }))
+    yield session
+    session.stop()

@@ -62,11 +62,15 @@ def test_core_import_does_not_load_spark():
 
     code = "import sys, pipeline.stats, pipeline.engine; assert 'pyspark' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+    # The whole DuckDB path: the nightly job's module and the command line with every command.
+    code = ("import pipeline.run, pipeline.cli; import sys; "
+            "assert not any(m.startswith('pyspark') for m in sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.spark
-def test_spark_and_duckdb_give_the_same_rates():
-    pytest.importorskip("pyspark")
+@pytest.mark.xdist_group("spark")
+def test_spark_and_duckdb_give_the_same_rates(spark):
     import pipeline.stats as st
     from pipeline.stats.sources import from_frame
 
@@ -77,7 +81,7 @@ def test_spark_and_duckdb_give_the_same_rates():
         "failed": [str(int(i % 3 == 0)) for i in range(40)],
         "vendor": ["Dell" if i % 2 else "HPE" for i in range(40)],
     }))
-    spark = get_engine("spark")
+    spark = get_engine("spark", spark=spark)
     for by in (["vendor"], ["vendor", "quarter"], ["month"]):
         ours = st.afr(from_frame(frame), by=by).sort(by)
         theirs = st.afr(from_frame(frame, spark), by=by).sort(by)

@@ -29,7 +29,8 @@ def get_engine(name: str = "duckdb", **kwargs) -> Engine:
     name : str
         ``"duckdb"`` or ``"spark"``.
     **kwargs
-        Passed to the engine: ``con`` for DuckDB, ``spark`` (a SparkSession) for Spark.
+        Passed to the engine: ``con`` for DuckDB; ``spark`` (a SparkSession) or ``settings``
+        (:class:`pipeline.config.SparkSettings`) for Spark.
 
     Raises
     ------

@@ -31,6 +31,8 @@ from pipeline.stats.weibull_fit import weibull_table
 log = logging.getLogger(__name__)
 
 STAGE = "stats"
+#: The warehouse tables the stage reads.
+INPUTS = ("inventory", "tickets", "gpu_days", "xid_events")
 
 
 def _afr_rows(lt, scfg) -> pl.DataFrame:
@@ -121,8 +123,8 @@ def run(ctx) -> None:
     ``OUT/metrics/stats.json``."""
     scfg = ctx.cfg.stats
     with ctx.wh.transaction():
-        n_failures = build_failures(ctx.wh, scfg)
-        tables, metrics = compute(ctx.wh.engine, scfg)
+        n_failures = build_failures(ctx.wh, scfg)  # in the warehouse: the Spark engine then reads it as an input
+        tables, metrics = compute(ctx.engine_for(INPUTS), scfg)
         for name, frame in tables.items():
             ctx.wh.replace(name, frame)
     ctx.report(STAGE).rows_out = n_failures + sum(f.height for f in tables.values())

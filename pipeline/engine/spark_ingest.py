@@ -1,0 +1,231 @@
+"""Ingest at scale: new and changed files parsed as Spark tasks, host by host, into Parquet.
+
+Reads: ``DATA/kernel/<host>/*`` (stage ``xid``) or ``DATA/telemetry/<host>/*`` (``smi``), the
+config (zones, boot times, field lists) and the table store's registry. Writes, through a
+:class:`~pipeline.engine.tables.TableStore`: the stage's tables (``xid_raw``, ``gpu_map``,
+``kernel_segments``; ``smi_hourly``, ``smi_headers``), the ``quarantine`` and the registry.
+
+Why: a fleet of 10,000 GPUs writes a million small files a year; one machine reads them one
+after the other. Here the files are hashed on the executors, those the registry holds
+unchanged are skipped, and the rest are spread by host (a host's files stay together and in
+order: a headerless telemetry file continues its predecessor's header) over ``mapInArrow``
+tasks that run the very parsers of the single-machine job (:mod:`.ingest_parsers`). The rows
+are written once per table, partitioned by file and UTC day, and the registry is committed
+last: a run killed halfway leaves every table as it was, and its rerun writes the same rows.
+Input paths must be readable by every executor (a local folder in local mode, a shared
+mount on a cluster); the tables may live at any URL Spark writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.engine.base import _to_arrow
+from pipeline.engine.ingest_parsers import TABLES, HostFile, HostSettings, configured_fields, input_files, parse_host
+from pipeline.engine.tables import TableStore, arrow_schema, conform
+from pipeline.vocab.hosts import host_key
+
+log = logging.getLogger(__name__)
+
+#: Registry rows and quarantine rows travel with the tables in one task output.
+_EXTRA = ("quarantine", "files")
+_TASK = pa.schema([("host", pa.string()), ("path", pa.string()), ("key", pa.string()), ("file_id", pa.int64()),
+                   ("order", pa.int64()), ("sha256", pa.string()), ("size", pa.int64())])
+
+
+@dataclass
+class IngestResult:
+    """A stage's counts, as the single-machine ingest reports them."""
+
+    files: int = 0
+    unchanged: int = 0
+    rows_read: int = 0
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+
+
+def envelope(stage: str) -> pa.Schema:
+    """One row shape for every table a task writes: ``_table``, then ``<table>__<column>``."""
+    fields = [pa.field("_table", pa.string())]
+    for table in (*TABLES[stage], *_EXTRA):
+        fields += [pa.field(f"{table}__{f.name}", f.type) for f in arrow_schema(table)]
+    return pa.schema(fields)
+
+
+def _spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def _piece(shape: pa.Schema, table: str, data: pa.Table) -> pa.RecordBatch:
+    """``data`` (a declared table's rows) as envelope rows."""
+    data = conform(table, data)
+    n = data.num_rows
+    cols = {f"{table}__{name}": data.column(name) for name in data.column_names}
+    arrays = [pa.array([table] * n, pa.string()) if f.name == "_table"
+              else cols[f.name].combine_chunks() if f.name in cols else pa.nulls(n, f.type) for f in shape]
+    return pa.RecordBatch.from_arrays(arrays, schema=shape)
+
+
+def _hash_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side: each file's sha256 and size (the registry's test for unchanged)."""
+    for batch in batches:
+        paths = batch.column("path").to_pylist()
+        digests, sizes = [], []
+        for p in paths:
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+            digests.append(h.hexdigest())
+            sizes.append(Path(p).stat().st_size)
+        yield pa.RecordBatch.from_pydict({"path": paths, "sha256": digests, "size": sizes})
+
+
+def _parse_task(stage: str, settings: dict[str, HostSettings], run_id: int | None, now: datetime):
+    """The ``mapInArrow`` function: every file of the partition's hosts, in order."""
+    from pipeline.warehouse import _reconciled
+
+    shape = envelope(stage)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = pa.Table.from_batches(list(batches), schema=_TASK).to_pylist()
+        by_host: dict[str, list[dict]] = {}
+        for row in sorted(rows, key=lambda r: (r["host"], r["order"])):
+            by_host.setdefault(row["host"], []).append(row)
+        for host, items in by_host.items():
+            files = [HostFile(r["path"], r["key"], r["file_id"]) for r in items]
+            meta = {r["file_id"]: r for r in items}
+            for f, loaded in parse_host(stage, host, files, settings.get(host, HostSettings())):
+                n_rej = _reconciled(stage, f.key, loaded)
+                for table, data in loaded.tables.items():
+                    yield _piece(shape, table, _to_arrow(data))
+                yield _piece(shape, "quarantine", pa.table({
+                    "run_id": [run_id] * n_rej, "file_id": [f.file_id] * n_rej, "stage": [stage] * n_rej,
+                    "source_file": [f.key] * n_rej, "line_no": [r.line_no for r in loaded.rejects],
+                    "reason": [r.reason for r in loaded.rejects], "raw": [r.raw[:4000] for r in loaded.rejects],
+                    "detail": [r.detail[:1000] for r in loaded.rejects], "quarantined_at": [now] * n_rej,
+                }))
+                m = meta[f.file_id]
+                yield _piece(shape, "files", pa.table({
+                    "file_id": [f.file_id], "stage": [stage], "path": [f.key], "size": [m["size"]],
+                    "sha256": [m["sha256"]], "rows_read": [loaded.rows_read], "rows_loaded": [loaded.rows_loaded],
+                    "rows_quarantined": [n_rej], "rows_skipped": [loaded.rows_skipped], "loaded_at": [now],
+                    "run_id": [run_id],
+                }))
+
+    return run
+
+
+def _host_settings(stage: str, cfg, hosts: list[str], zones: dict[str, str], carried: dict[str, str | None]):
+    out = {}
+    for host in hosts:
+        tz = zones.get(host_key(host), cfg.time.default_tz)
+        if stage == "xid":
+            out[host] = HostSettings(tz=tz, boot_time=cfg.kernel.boot_times.get(host))
+        else:
+            configured = configured_fields(cfg, host)
+            start = carried[host] if carried.get(host) else configured
+            out[host] = HostSettings(tz=tz, fields=start, configured=configured)
+    return out
+
+
+def _carried_fields(store: TableStore, previous: dict[str, int]) -> dict[str, str | None]:
+    """host -> the header its last unchanged file before the first one to parse ended with."""
+    if not previous:
+        return {}
+    from pyspark.sql import functions as F
+
+    heads = (store.read("smi_headers").where(F.col("file_id").isin(list(previous.values())))
+             .select("file_id", "last_fields").collect())
+    last = {r["file_id"]: r["last_fields"] for r in heads}
+    return {host: last.get(fid) for host, fid in previous.items()}
+
+
+def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: dict[str, str] | None = None,
+           run_id: int | None = None, key_of=None) -> IngestResult:
+    """Load the stage's new and changed files into ``store``; unchanged ones are skipped.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    store : TableStore
+        Where the tables and the registry live.
+    stage : {"xid", "smi"}
+    data_dir : Path
+        The input layout (``kernel/<host>/``, ``telemetry/<host>/``).
+    cfg : pipeline.config.Config
+    zones : dict, optional
+        host key -> time zone (from the inventory's sites); default ``time.default_tz``.
+    key_of : callable, optional
+        path -> registry key; default the path relative to ``data_dir``.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    data_dir = Path(data_dir)
+    key_of = key_of or (lambda p: str(Path(p).resolve().relative_to(data_dir.resolve())))
+    plan = input_files(stage, data_dir)
+    rows = [{"host": host, "path": str(p.resolve()), "key": key_of(p), "file_id": 0, "order": i, "sha256": None,
+             "size": None} for host, paths in plan.items() for i, p in enumerate(paths)]
+    result = IngestResult(files=len(rows))
+    if not rows:
+        return result
+    parallel = max(1, min(len(plan), spark.sparkContext.defaultParallelism * 4))
+    listing = spark.createDataFrame(pa.Table.from_pylist(rows, schema=_TASK))
+    hashed = (listing.select("path").repartition(parallel)
+              .mapInArrow(_hash_files, "path STRING, sha256 STRING, size BIGINT").toArrow().to_pylist())
+    digest = {h["path"]: (h["sha256"], h["size"]) for h in hashed}
+    reg = store.registry().to_pylist()
+    known = {r["path"]: r for r in reg if r["stage"] == stage}
+    todo, forget, next_id = [], [], store.next_file_id()
+    for row in rows:
+        row["sha256"], row["size"] = digest[row["path"]]
+        prev = known.get(row["key"])
+        if prev is not None and prev["sha256"] == row["sha256"]:
+            result.unchanged += 1
+            continue
+        if prev is not None:
+            forget.append(prev["file_id"])
+        row["file_id"], next_id = next_id, next_id + 1
+        todo.append(row)
+    if not todo:
+        return result
+    previous = {}  # host -> file id of the unchanged file just before its first one to parse
+    if stage == "smi":
+        for host, paths in plan.items():
+            host_rows = [r for r in rows if r["host"] == host]
+            first = next((i for i, r in enumerate(host_rows) if r["file_id"]), None)
+            if first:
+                previous[host] = known[host_rows[first - 1]["key"]]["file_id"]
+    settings = _host_settings(stage, cfg, list(plan), zones or {}, _carried_fields(store, previous))
+    store.begin(stage, [r["file_id"] for r in todo])
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    shape = envelope(stage)
+    tasks = spark.createDataFrame(pa.Table.from_pylist(todo, schema=_TASK))
+    parsed = (tasks.repartition(parallel, "host").sortWithinPartitions("host", "order")
+              .mapInArrow(_parse_task(stage, settings, run_id, now), _spark_schema(shape))
+              .persist(StorageLevel.MEMORY_AND_DISK))
+    try:
+        for table in (*TABLES[stage], "quarantine"):
+            cols = [F.col(f"{table}__{f.name}").alias(f.name) for f in arrow_schema(table)]
+            store.replace_partitions(table, parsed.where(F.col("_table") == table).select(cols))
+        files = (parsed.where(F.col("_table") == "files")
+                 .select([F.col(f"files__{f.name}").alias(f.name) for f in arrow_schema("files")]).toArrow())
+    finally:
+        parsed.unpersist()
+    files = conform("files", files)
+    store.commit(stage, files, forget=forget)
+    result.rows_read = sum(files.column("rows_read").to_pylist())
+    result.rows_loaded = sum(files.column("rows_loaded").to_pylist())
+    result.rows_quarantined = sum(files.column("rows_quarantined").to_pylist())
+    log.info("%s on spark: %d files parsed, %d unchanged", stage, len(todo), result.unchanged)
+    return result

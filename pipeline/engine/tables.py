@@ -1,0 +1,102 @@
+"""The table layer: where an engine's tables live, behind one small interface.
+
+DuckDB keeps its tables in the warehouse file, whose transactions give the registry's
+promises. A distributed engine writes files instead, and :class:`TableStore` is the
+contract that gives the same promises there:
+
+- rows arrive file by file: every ingested row carries the ``file_id`` of its source file;
+- :meth:`TableStore.begin` opens an ingest for some new file ids, :meth:`append` and
+  :meth:`replace_partitions` write their rows, and only :meth:`commit` (the file registry's
+  new version, written after the data) makes them visible, while retiring the rows of the
+  files they replace. A run killed before the commit leaves rows no reader sees, and the
+  next :meth:`begin` deletes them; a second run of the same night finds every file in the
+  registry unchanged and writes nothing;
+- :meth:`read` returns only committed rows.
+
+:class:`pipeline.engine.parquet_tables.ParquetTableStore` implements it with Parquet and
+Spark's dynamic partition overwrite; a Delta Lake or Iceberg writer would implement the same
+five methods with its own transaction log (docs/spark.md).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.schemas import schema
+
+#: Declared column types (pipeline/declared/tables) as Arrow types. Timestamps are naive UTC.
+ARROW_TYPES = {
+    "VARCHAR": pa.string(), "BIGINT": pa.int64(), "INTEGER": pa.int32(), "SMALLINT": pa.int16(),
+    "DOUBLE": pa.float64(), "FLOAT": pa.float32(), "BOOLEAN": pa.bool_(), "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us"),
+}
+#: The same as Spark DDL; stored timestamps are TIMESTAMP_NTZ so that Parquet keeps them naive
+#: (as DuckDB, polars and pandas read the warehouse's), not shifted by a reader's zone.
+SPARK_TYPES = {
+    "VARCHAR": "STRING", "BIGINT": "BIGINT", "INTEGER": "INT", "SMALLINT": "SMALLINT", "DOUBLE": "DOUBLE",
+    "FLOAT": "FLOAT", "BOOLEAN": "BOOLEAN", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP_NTZ",
+}
+
+#: The column whose UTC day partitions a table's rows (tables not listed: one null-day partition).
+DAY_COLUMN = {
+    "xid_raw": "ts", "gpu_map": "ts", "kernel_segments": "day_lo", "smi_hourly": "hour",
+    "quarantine": "quarantined_at", "files": "loaded_at",
+}
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The declared table's columns as an Arrow schema."""
+    return pa.schema([pa.field(c.name, ARROW_TYPES[c.type.upper()], c.nullable) for c in schema(table).columns])
+
+
+def spark_ddl(table: str) -> str:
+    """The declared table's columns as a Spark DDL string (``a BIGINT, b STRING, ...``)."""
+    return ", ".join(f"`{c.name}` {SPARK_TYPES[c.type.upper()]}" for c in schema(table).columns)
+
+
+def conform(table: str, data: pa.Table) -> pa.Table:
+    """``data`` with exactly the declared columns in order and types; absent ones null."""
+    target = arrow_schema(table)
+    cols = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in target]
+    return pa.Table.from_arrays(cols, schema=pa.schema([f.with_nullable(True) for f in target]))
+
+
+class TableStore(ABC):
+    """Tables written file by file, visible once the file registry that lists them commits."""
+
+    #: The columns every ingested table is partitioned by: a file's rows, split by UTC day.
+    PARTITION = ("file_id", "day")
+
+    @abstractmethod
+    def read(self, name: str) -> Any:
+        """The committed rows of a declared table (an engine-native frame)."""
+
+    @abstractmethod
+    def append(self, name: str, frame: Any) -> None:
+        """Add rows to their partitions, keeping what those partitions already hold."""
+
+    @abstractmethod
+    def replace_partitions(self, name: str, frame: Any, keys: Sequence[str] = PARTITION) -> None:
+        """Write rows, replacing exactly the partitions (``keys`` values) they fall in."""
+
+    @abstractmethod
+    def registry(self) -> pa.Table:
+        """The committed file registry (the ``files`` table's columns)."""
+
+    @abstractmethod
+    def begin(self, stage: str, file_ids: Sequence[int]) -> None:
+        """Open an ingest that will write ``file_ids``, deleting what a killed one left."""
+
+    @abstractmethod
+    def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
+        """Publish ``files`` (registry rows of the ingest) and retire the ``forget`` file ids."""
+
+    def next_file_id(self) -> int:
+        """The first file id no committed file uses."""
+        ids = self.registry().column("file_id").to_pylist()
+        return max(ids, default=0) + 1

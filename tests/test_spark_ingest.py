@@ -1,0 +1,172 @@
+"""Ingest as Spark tasks into the Parquet table layer: the same rows as the single-machine
+ingest, and the registry's promises (rerun adds nothing, a changed file replaces exactly its
+rows, a run killed before its commit leaves the tables as they were and its rerun completes
+them). Shares the one local[2] session of the ``spark`` fixture."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.config import load_config
+from tests.conftest import ROOT
+from tests.test_spark import assert_same_table
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+SAMPLE = ROOT / "data" / "sample"
+CFG = load_config(ROOT / "fleetfault.toml")
+#: A journal and a gzipped kern.log host; a headerless (configured fields) and a headed telemetry host.
+HOSTS = {"kernel": ["fra-gpu001", "fra-gpu002"], "telemetry": ["fra-gpu001", "sha-gpu001"]}
+FILES_PER_HOST = 3
+#: Columns that name a load (file ids, run ids, times), not what was read.
+LOAD_COLUMNS = {"file_id", "run_id", "quarantined_at", "loaded_at"}
+
+
+def _small_fleet(root: Path) -> Path:
+    """A few hosts and files of the bundled sample, in the input layout."""
+    root.mkdir()
+    shutil.copy(SAMPLE / "inventory.csv", root / "inventory.csv")
+    for source, hosts in HOSTS.items():
+        for host in hosts:
+            dest = root / source / host
+            dest.mkdir(parents=True)
+            for path in sorted((SAMPLE / source / host).iterdir())[:FILES_PER_HOST]:
+                shutil.copy(path, dest / path.name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """The small fleet, and its tables from the single-machine ingest (DuckDB)."""
+    from pipeline.run import run_pipeline
+    from pipeline.warehouse import Warehouse
+
+    tmp = tmp_path_factory.mktemp("spark_ingest")
+    data = _small_fleet(tmp / "data")
+    run_pipeline(CFG, data, tmp / "wh.duckdb", tmp / "out", stages=["inventory", "smi", "xid"])
+    with Warehouse(tmp / "wh.duckdb", read_only=True) as wh:
+        tables = {t: wh.engine.pl(f'SELECT * FROM "{t}"', step="read")
+                  for t in ("xid_raw", "gpu_map", "kernel_segments", "smi_hourly", "smi_headers", "quarantine")}
+        zones = {h: CFG.site_tz(s) for h, s in wh.engine.rows(
+            "SELECT host, any_value(site) FROM inventory GROUP BY host", step="sites")}
+    return data, tables, zones
+
+
+def _ingest(spark, root: Path, data: Path, zones: dict, stages=("xid", "smi")):
+    from pipeline.engine.parquet_tables import ParquetTableStore
+    from pipeline.engine.spark_ingest import ingest
+
+    store = ParquetTableStore(spark, str(root))
+    return store, {stage: ingest(spark, store, stage, data, CFG, zones=zones) for stage in stages}
+
+
+def _read(store, table: str) -> pl.DataFrame:
+    from pipeline.engine.spark_engine import naive_utc
+
+    return pl.from_arrow(naive_utc(store.read(table).toArrow()))
+
+
+def _content(frame: pl.DataFrame, table: str) -> pl.DataFrame:
+    keep = [c for c in frame.columns if c not in LOAD_COLUMNS]
+    if table == "smi_headers":  # what the file was read with; the rest is the DuckDB header planner's
+        keep = ["host", "last_fields", "start_fields"]
+    return frame.select(keep)
+
+
+@pytest.fixture(scope="module")
+def loaded(spark, fleet, tmp_path_factory):
+    """The small fleet ingested on Spark once, uninterrupted."""
+    data, _, zones = fleet
+    return _ingest(spark, tmp_path_factory.mktemp("store") / "tables", data, zones)
+
+
+def test_spark_ingest_gives_the_single_machine_rows(spark, fleet, loaded):
+    _, ours, _ = fleet
+    store, results = loaded
+    assert results["xid"].files == 2 * FILES_PER_HOST and results["xid"].unchanged == 0
+    assert results["xid"].rows_loaded == ours["xid_raw"].height > 0
+    assert ours["smi_hourly"].height > 0
+    for table, frame in ours.items():
+        assert_same_table(_content(frame, table).with_columns(pl.col(pl.Datetime).dt.cast_time_unit("us")),
+                          _content(_read(store, table), table), table)
+
+
+def test_tables_are_plain_parquet_partitioned_by_file_and_day(loaded):
+    import duckdb
+
+    store, _ = loaded
+    folder = Path(store.table_path("xid_raw"))
+    days = sorted({p.name for p in folder.glob("file_id=*/day=*")})
+    assert days and all(d.startswith("day=2025-03-") for d in days)
+    # Any Parquet reader gets the rows (here DuckDB, with the partition columns from the paths).
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{folder}/**/*.parquet', hive_partitioning = true)").fetchall()[0][0]
+    assert n == _read(store, "xid_raw").height
+
+
+def test_a_rerun_adds_nothing(spark, fleet, loaded):
+    data, _, zones = fleet
+    store, _ = loaded
+    before = {t: _read(store, t) for t in ("xid_raw", "smi_hourly", "quarantine")}
+    again = _ingest(spark, Path(store.root), data, zones)[1]
+    assert again["xid"].unchanged == again["xid"].files and again["xid"].rows_read == 0
+    assert again["smi"].unchanged == again["smi"].files and again["smi"].rows_read == 0
+    for table, frame in before.items():
+        assert_same_table(frame, _read(store, table), table)
+
+
+def test_a_changed_file_replaces_exactly_its_rows(spark, fleet, tmp_path):
+    data, _, zones = fleet
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    store, _ = _ingest(spark, tmp_path / "tables", copy, zones, stages=("xid",))
+    before = _read(store, "xid_raw")
+    target = sorted((copy / "kernel" / "fra-gpu002").iterdir())[0]  # a gzipped kern.log
+    key = str(target.relative_to(copy))
+    lines = gzip.decompress(target.read_bytes()).splitlines(keepends=True)
+    xid_lines = [i for i, line in enumerate(lines) if b"Xid" in line]
+    del lines[xid_lines[0]]  # one event fewer in this file
+    target.write_bytes(gzip.compress(b"".join(lines)))
+
+    result = _ingest(spark, Path(store.root), copy, zones, stages=("xid",))[1]["xid"]
+    assert result.unchanged == result.files - 1
+    after = _read(store, "xid_raw")
+    others = pl.col("source_file") != key
+    assert_same_table(before.filter(others), after.filter(others), "xid_raw (other files)")
+    assert after.filter(~others).height == before.filter(~others).height - 1
+    assert after.filter(~others)["file_id"].n_unique() == 1  # the new version only
+    # The old version's partitions are gone from disk, not just hidden.
+    old_id = before.filter(~others)["file_id"][0]
+    assert not list(Path(store.table_path("xid_raw")).glob(f"file_id={old_id}"))
+
+
+def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, fleet, loaded, tmp_path, monkeypatch):
+    from pipeline.engine.parquet_tables import ParquetTableStore
+
+    data, _, zones = fleet
+    real_commit = ParquetTableStore.commit
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt("killed after the data, before the registry")
+
+    monkeypatch.setattr(ParquetTableStore, "commit", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _ingest(spark, tmp_path / "tables", data, zones, stages=("xid",))
+    store = ParquetTableStore(spark, str(tmp_path / "tables"))
+    written = list(Path(store.table_path("xid_raw")).glob("file_id=*"))
+    assert written, "the killed run wrote its data"
+    assert _read(store, "xid_raw").height == 0  # but no reader sees it
+
+    monkeypatch.setattr(ParquetTableStore, "commit", real_commit)
+    store, results = _ingest(spark, tmp_path / "tables", data, zones)
+    assert results["xid"].unchanged == 0
+    uninterrupted, _ = loaded
+    for table in ("xid_raw", "gpu_map", "kernel_segments", "smi_hourly", "quarantine"):
+        assert_same_table(_content(_read(uninterrupted, table), table), _content(_read(store, table), table), table)
+    committed = set(store.registry().column("file_id").to_pylist())
+    on_disk = {int(p.name.split("=")[1]) for p in Path(store.table_path("xid_raw")).glob("file_id=*")}
+    assert on_disk <= committed
