@@ -87,6 +87,7 @@ def recorder(monkeypatch):
         monkeypatch.setattr(Warehouse, method, as_writer(REGISTRY, getattr(Warehouse, method)))
     resolve = run.resolve_stage
     stage_of = {target: name for name, target in run.STAGES}
+    stage_of.update({target: name for name, target in run.DERIVE_AFTER.items()})  # a derivation writes for its stage
     monkeypatch.setattr(run, "resolve_stage", lambda target: as_writer(stage_of[target], resolve(target)))
 
     def spy(how, fn, table_of):
