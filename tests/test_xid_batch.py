@@ -121,6 +121,9 @@ def lines_and_ends(draw) -> tuple[list[bytes], list[bytes], bool]:
     one = draw(st.sampled_from([None, b"\r", b"\r\n"]))  # a CR-only file, a CRLF file, or every end its own
     ends = [one] * len(lines) if one is not None else draw(
         st.lists(st.sampled_from([b"\r", b"\r\n", b"\n"]), min_size=len(lines), max_size=len(lines)))
+    for k in range(1, len(lines)):  # (CR, an empty line, LF: that is one CRLF, not two line ends)
+        if ends[k - 1] == b"\r" and lines[k] == b"" and ends[k] == b"\n":
+            ends[k - 1] = b"\r\n"
     return lines, ends, draw(st.booleans())
 
 
