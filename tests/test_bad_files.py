@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from pipeline.cli import main
-from pipeline.ingest.sniff import file_problem
+from pipeline.ingest.sniff import file_problem, problem_of, read_judged
 from pipeline.vocab.files import read_bytes
 
 SMI_HEADER = ("timestamp, name, pci.bus_id, serial, uuid, index, temperature.gpu, utilization.gpu [%], "
@@ -50,12 +50,24 @@ def _smi_text(lines: int = 30) -> str:
     (gzip.compress(mtime=0, data=_smi_text().encode()), None),
     (KERNEL.encode() + b"\x00" * 5000 + KERNEL.encode(), None),  # a crash's NUL padding is not binary
     ("caf\xe9 na\xefve line\n".encode("latin-1") * 50, None),  # a few stray bytes are the reader's business
+    (_smi_text(2000).encode() + _noise(3000), None),  # only the head is judged
+    (gzip.compress(mtime=0, data=_smi_text(2000).encode() + _noise(3000)), None),
+    (_noise(100_000), "binary_file"),
 ])
 def test_file_problem_names_what_is_wrong(tmp_path, data, reason):
     path = tmp_path / "f.csv.gz"
     path.write_bytes(data)
     got = file_problem(path)
     assert (got.reason if got else None) == reason, got
+    # A reader that reads the whole file once gets the same verdict, whatever it decodes.
+    for flags in ({}, {"utf16": True, "legacy": True}, {"gzip": False}, {"legacy": True, "gzip": False}):
+        assert problem_of(data, **flags) == file_problem(path, **flags), flags
+        assert read_judged(path, **flags) == (data, file_problem(path, **flags)), flags
+
+
+def test_an_unreadable_file_read_whole_is_named(tmp_path):
+    assert read_judged(tmp_path / "missing.log") == (b"", file_problem(tmp_path / "missing.log"))
+    assert read_judged(tmp_path)[1].reason == "unreadable_file"  # a folder
 
 
 def test_ticket_and_inventory_readers_judge_with_their_own_encodings(tmp_path):

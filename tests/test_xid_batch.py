@@ -52,9 +52,14 @@ ENDS = [b"\n", b"\n", b"\n", b"\r\n", b"\r", b""]  # LF, CRLF, CR only, and line
 
 @st.composite
 def log_bytes(draw) -> bytes:
-    """Real-looking lines in any order, joined by any line ending; the last may be unterminated."""
+    """Real-looking lines in any order, joined by any line ending, or all by one (a CR-only
+    file); the last may be unterminated."""
     lines = draw(st.lists(st.sampled_from(LINES), max_size=25))
-    ends = draw(st.lists(st.sampled_from(ENDS), min_size=len(lines), max_size=len(lines)))
+    one = draw(st.sampled_from([None, b"\n", b"\r\n", b"\r"]))
+    ends = ([one] * len(lines) if one is not None
+            else draw(st.lists(st.sampled_from(ENDS), min_size=len(lines), max_size=len(lines))))
+    if lines and draw(st.booleans()):
+        ends[-1] = b""
     return b"".join(line + end for line, end in zip(lines, ends))
 
 
@@ -98,6 +103,101 @@ def test_many_files_in_one_pass_give_each_files_rows(tmp_path_factory, files, tz
     for path, got in zip(paths, together):
         _same(got, parse_file(path, tz=tz))
         assert got.rows_read == got.events.height + len(got.rejects)
+
+
+#: Lines with events of every kind among others, for files that differ only in their line ends
+#: (no line of its own holds a CR: that would be a line end too; none starts with UTF-16's
+#: byte-order mark, which makes the whole file bad_encoding when it comes first).
+EVENT_LINES = [line for line in LINES if b"\r" not in line and not line.startswith(b"\xff\xfe")]
+EVENTS = [line for line in EVENT_LINES if b"Xid (PCI:0000:3b:00)" in line and b"gpud" not in line and line[:1] != b" "]
+
+
+@st.composite
+def lines_and_ends(draw) -> tuple[list[bytes], list[bytes], bool]:
+    """(lines, each one's end: CR, CRLF or LF, whether the last is terminated), several events among them."""
+    lines = draw(st.lists(st.sampled_from(EVENT_LINES), max_size=20))
+    for event in draw(st.lists(st.sampled_from(EVENTS), min_size=2, max_size=6)):
+        lines.insert(draw(st.integers(0, len(lines))), event)
+    one = draw(st.sampled_from([None, b"\r", b"\r\n"]))  # a CR-only file, a CRLF file, or every end its own
+    ends = [one] * len(lines) if one is not None else draw(
+        st.lists(st.sampled_from([b"\r", b"\r\n", b"\n"]), min_size=len(lines), max_size=len(lines)))
+    for k in range(1, len(lines)):  # (CR, an empty line, LF: that is one CRLF, not two line ends)
+        if ends[k - 1] == b"\r" and lines[k] == b"" and ends[k] == b"\n":
+            ends[k - 1] = b"\r\n"
+    return lines, ends, draw(st.booleans())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(log=lines_and_ends(), gz=st.booleans(), tz=st.sampled_from(["UTC", "Asia/Shanghai"]))
+def test_line_ends_do_not_change_what_is_read(tmp_path_factory, log, gz, tz):
+    """A file whose lines end in CR, CRLF or a mix gives the rows, line numbers and counts
+    of the same lines ended by LF, in a batch and alone."""
+    lines, ends, terminated = log
+    root = tmp_path_factory.mktemp("ends")
+
+    def write(folder: str, seps: list[bytes]) -> Path:
+        data = b"".join(line + end for line, end in zip(lines, seps))
+        data = data if terminated or not lines else data[:len(data) - len(seps[-1])]
+        return _write(root / folder, [("gpu-a01", "kern.log", data, gz)])[0]
+
+    lf, other = write("lf", [b"\n"] * len(lines)), write("other", ends)
+    want = parse_file(lf, tz=tz, source_file="kern.log")
+    alone = parse_file(other, tz=tz, source_file="kern.log")
+    _same(alone, want)
+    _same(parse_files([KernelFile(other, "gpu-a01", tz, source_file="kern.log"),
+                       KernelFile(lf, "gpu-a01", tz, source_file="kern.log")])[0], want)
+    assert want.events.height >= 1
+
+
+CR_KERN_LOG = """\
+Mar  5 10:11:02 gpu-a01 kernel: [    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-045) #115-Ubuntu SMP
+Mar  5 10:11:03 gpu-a01 kernel: [    1.204417] mlx5_core 0000:3b:00.0 ibp59s0: Link up
+Mar  5 10:11:09 gpu-a01 kernel: [    7.912345] NVRM: GPU at PCI:0000:3b:00: GPU-1b2c3d4e-aaaa-bbbb-cccc-0123456789ab
+Mar  5 10:11:09 gpu-a01 kernel: [    7.912346] NVRM: GPU Board Serial Number: 1650123456789
+Mar  5 12:40:51 gpu-a01 kernel: [ 8989.120011] NVRM: Xid (PCI:0000:3b:00): 13, pid=4121, name=python3, Graphics SM Warp Exception on (GPC 1, TPC 1, SM 0): Out Of Range Address
+Mar  5 12:40:51 gpu-a01 kernel: [ 8989.120301] NVRM: Xid (PCI:0000:3b:00): 13, pid=4121, name=python3, Graphics Exception: ESR 0x50e730=0x102000e 0x50e734=0x0
+Mar  5 13:02:17 gpu-a01 kernel: [10275.300122] EXT4-fs (nvme0n1p2): re-mounted. Quota mode: none.
+Mar  5 14:18:40 gpu-a01 kernel: [14858.771010] NVRM: Xid (PCI:0000:3b:00): 31, pid=5102, name=pt_main_thread, Ch 00000010, intr 00000000. MMU Fault
+Mar  5 15:00:00 gpu-a01 kernel: [17338.000001] NVRM: Xid (PCI:0000:zz:00): 31, an id that cannot be read
+Mar  5 16:22:05 gpu-a01 kernel: [22263.410550] NVRM: Xid (PCI:0000:3b:00): 63, pid=5102, name=torchrun, Row Remapper: New row marked for remapping
+Mar  5 16:22:06 gpu-a01 kernel: [22264.002000] docker0: port 1(veth1a2b3c) entered forwarding state
+Mar  5 17:45:12 gpu-a01 kernel: [27250.991000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+"""
+CR_DMESG = """\
+[    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-045) #115-Ubuntu SMP
+[    0.912345] rtc_cmos 00:00: setting system clock to 2024-03-05T10:11:02 UTC (1709633462)
+[    7.912345] NVRM: GPU at PCI:0000:3b:00: GPU-1b2c3d4e-aaaa-bbbb-cccc-0123456789ab
+[ 8989.120011] NVRM: Xid (PCI:0000:3b:00): 13, pid=4121, name=python3, Graphics SM Warp Exception on (GPC 1, TPC 1, SM 0)
+[ 8989.120301] NVRM: Xid (PCI:0000:3b:00): 13, pid=4121, name=python3, Graphics Exception: ESR 0x50e730=0x102000e
+[10275.300122] EXT4-fs (nvme0n1p2): re-mounted. Quota mode: none.
+[14858.771010] NVRM: Xid (PCI:0000:3b:00): 31, pid=5102, name=pt_main_thread, Ch 00000010, intr 00000000. MMU Fault
+[17338.000001] NVRM: Xid (PCI:0000:zz:00): 31, an id that cannot be read
+[22263.410550] NVRM: Xid (PCI:0000:3b:00): 63, pid=5102, name=torchrun, Row Remapper: New row marked for remapping
+[27250.991000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+"""
+
+
+@pytest.mark.parametrize("name, text", [("kern.log", CR_KERN_LOG), ("dmesg-20240305.log", CR_DMESG)])
+def test_a_cr_only_kernel_log_loads_every_event(tmp_path, name, text):
+    """A kern.log or dmesg saved with CR line ends (an old Mac export, a serial console
+    capture) loads its 5 Xid events, and its unreadable line is quarantined at the line an
+    editor shows it on."""
+    from pipeline.warehouse import Warehouse
+
+    folder = tmp_path / "data" / "kernel" / "gpu-a01"
+    folder.mkdir(parents=True)
+    (folder / name).write_bytes(text.replace("\n", "\r").encode())
+    want_bad = next(k for k, line in enumerate(text.splitlines(), 1) if "PCI:0000:zz" in line)
+    reports, _ = _stage(tmp_path / "data", tmp_path / "w.duckdb")
+    rep = next(r for r in reports if r.stage == "xid")
+    assert (rep.rows_loaded, rep.rows_quarantined) == (5, 1)
+    with Warehouse(tmp_path / "w.duckdb", read_only=True) as w:
+        assert w.engine.rows("SELECT xid FROM xid_raw ORDER BY line_no", step="test") == [
+            (13,), (13,), (31,), (63,), (79,)]
+        assert w.engine.scalar("SELECT count(*) FROM xid_events", step="test") == 5
+        assert w.engine.scalar("SELECT count(*) FROM gpu_map WHERE uuid IS NOT NULL", step="test") == 1
+        assert w.engine.rows("SELECT line_no, reason FROM quarantine", step="test") == [(want_bad, "bad_xid_line")]
 
 
 def test_bad_files_among_good_ones_keep_their_verdicts(tmp_path):

@@ -1,7 +1,9 @@
 """What kind of bad file is this: the checks every reader makes before it parses a file.
 
-Reads: the first bytes of one input file (decompressed when it is gzip). Writes nothing; a
-reader turns the verdict into one quarantine row for the whole file and loads nothing from it.
+Reads: the first bytes of one input file (decompressed when it is gzip), from the file
+(:func:`file_problem`) or from bytes a reader already read (:func:`problem_of`,
+:func:`read_judged`: the same verdict). Writes nothing; a reader turns the verdict into one
+quarantine row for the whole file and loads nothing from it.
 
 Without this, each reader met a broken file in its own way: random bytes in a ``.csv.gz``
 became ``no_header`` lines, a random-bytes ``kern.log.gz`` was registered with no quarantine
@@ -28,7 +30,7 @@ from pathlib import Path
 
 # GZIP_MAGIC and gunzip live in pipeline.vocab.files; re-exported here only until the telemetry
 # and kernel readers (smi_*, xid_*) import them from there.
-from pipeline.vocab.files import GZIP_MAGIC, gunzip, read_head  # noqa: F401
+from pipeline.vocab.files import GZIP_MAGIC, gunzip, head_of, read_head  # noqa: F401
 from pipeline.warehouse import Rejected
 
 #: How much of a file (decompressed) is judged: enough for a verdict, cheap per file.
@@ -108,8 +110,30 @@ def file_problem(path: Path, *, utf16: bool = False, legacy: bool = False, gzip:
     try:
         raw, data, gz_error = head(Path(path))
     except OSError as exc:
-        return Problem("unreadable_file", f"cannot read the file: {exc.strerror or exc}")
+        return _unreadable(exc)
     return judge(raw, data, gz_error, utf16=utf16, legacy=legacy, gzip=gzip)
+
+
+def problem_of(raw: bytes, *, utf16: bool = False, legacy: bool = False, gzip: bool = True) -> Problem | None:
+    """:func:`file_problem`'s verdict on a file's raw bytes already read: the whole file, or
+    at least its first :data:`HEAD_BYTES` (only those are judged, as there)."""
+    return judge(*head_of(raw, HEAD_BYTES), utf16=utf16, legacy=legacy, gzip=gzip)
+
+
+def read_judged(path: Path, *, utf16: bool = False, legacy: bool = False,
+                gzip: bool = True) -> tuple[bytes, Problem | None]:
+    """The whole file's raw bytes (not decompressed) and :func:`file_problem`'s verdict on
+    them, from one read: a reader that loads whole files reads each once, not its head
+    first and then all of it again. ``(b"", unreadable_file)`` when it cannot be read."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        return b"", _unreadable(exc)
+    return raw, problem_of(raw, utf16=utf16, legacy=legacy, gzip=gzip)
+
+
+def _unreadable(exc: OSError) -> Problem:
+    return Problem("unreadable_file", f"cannot read the file: {exc.strerror or exc}")
 
 
 def judge(raw: bytes, data: bytes, gz_error: str | None, *, utf16: bool = False, legacy: bool = False,

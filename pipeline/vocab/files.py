@@ -4,7 +4,7 @@ plain file ``.gz``.
 
 Python readers use :func:`open_bytes` / :func:`open_text` (streaming), :func:`read_bytes`
 (the whole file, with where a damaged stream breaks) or :func:`read_head` (the first bytes,
-for judging a file); a DuckDB ``read_csv`` of the same file takes :func:`compression_sql` as
+for judging a file; :func:`head_of` the same of bytes already read); a DuckDB ``read_csv`` of the same file takes :func:`compression_sql` as
 its ``compression`` argument, so both read the same text (a property test checks it).
 A damaged stream keeps what decompresses before the break: a rotation copied while it was
 being written still gives its lines.
@@ -85,7 +85,13 @@ def read_head(path: str | Path, size: int) -> tuple[bytes, bytes, str | None]:
     """(the first ``size`` raw bytes, up to ``size`` bytes of their text when gzip else the
     same, the gzip error or None). Raises OSError when the file cannot be read."""
     with open(path, "rb") as f:
-        raw = f.read(size)
+        return head_of(f.read(size), size)
+
+
+def head_of(raw: bytes, size: int) -> tuple[bytes, bytes, str | None]:
+    """:func:`read_head` of a file whose first bytes (``size`` or more, or the whole file)
+    are already read: a reader that needs the whole file judges it from the same read."""
+    raw = raw[:size]
     if raw[:2] != GZIP_MAGIC:
         return raw, raw, None
     d = zlib.decompressobj(_GZIP_WBITS)

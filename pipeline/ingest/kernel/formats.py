@@ -17,8 +17,9 @@ the kernel's own text, and the NVIDIA driver's text is the same in all of them::
     host gpud[12]: ... NVRM: Xid ...                          a program quoting the kernel: no event
 
 journald's ``-o json``/``-o verbose`` entries and shippers' JSON are first rewritten as
-syslog-style lines (:mod:`pipeline.ingest.kernel.journal`); ANSI colours, ``\r``, paste
-quoting, a BOM and the NULs a crash leaves are removed before the prefix is read.
+syslog-style lines (:mod:`pipeline.ingest.kernel.journal`); ANSI colours, paste quoting, a
+BOM and the NULs a crash leaves are removed before the prefix is read. A line ends at LF,
+CRLF or a lone CR (:func:`pipeline.ingest.kernel.scan.lf_lines`).
 
 The patterns are written for polars' (Rust) regex engine, which runs them over all the
 candidate lines of a file at once (:mod:`pipeline.ingest.kernel.parse`): no look-around,

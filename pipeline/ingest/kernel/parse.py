@@ -250,7 +250,8 @@ def parse_texts(items: list[LogText]) -> list[FileParse]:
     n_lines: list[int] = []
     human: dict[int, dict] = {}
     for fi, it in enumerate(items):
-        buf = journal.decode_array_messages(it.data)  # a byte-array MESSAGE holds no literal Xid for the search
+        buf = scan.lf_lines(it.data)  # (CR-only and mixed line ends split where an editor splits them)
+        buf = journal.decode_array_messages(buf)  # a byte-array MESSAGE holds no literal Xid for the search
         cands, n = scan.candidate_lines(buf)
         n_lines.append(n)
         if cands:

@@ -143,6 +143,27 @@ def _each_line(buf: bytes, needle: bytes, out: set[int]) -> None:
         i = buf.find(needle, i + 1)
 
 
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
+def lf_lines(buf: bytes) -> bytes:
+    """``buf`` with every line end a LF: a CRLF, and a lone CR (old Mac-style exports, serial
+    console captures, a terminal's carriage returns), ends a line as an editor that honours
+    CR shows it, so line numbers are that editor's. Everything after (the literal search,
+    line numbers, boot marks, ``dmesg -H`` times, journald entries) then splits at LF only.
+
+    A log without CR (nearly every one) is returned as is after one ``memchr``, and so is a
+    CRLF log without a lone CR (every reader below drops a CR before LF): copying it would
+    cost twice the search for a lone CR.
+
+    >>> lf_lines(b"a\\rb\\r\\nc\\n\\rd")
+    b'a\\nb\\nc\\n\\nd'
+    """
+    if b"\r" not in buf or _LONE_CR.search(buf) is None:
+        return buf
+    return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
 def is_human(buf: bytes) -> bool:
     """Whether the log is ``dmesg -H`` (relative deltas): its times need every line."""
     return _HUMAN_MARK.search(buf, 0, _HEAD) is not None

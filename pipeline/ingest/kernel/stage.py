@@ -32,7 +32,7 @@ from pipeline.ingest import sniff
 from pipeline.ingest.kernel import boots
 from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, LogText, parse_bytes, parse_texts
 from pipeline.timeutil import parse_datetime
-from pipeline.vocab.files import read_bytes
+from pipeline.vocab.files import gunzip
 from pipeline.vocab.hosts import host_key
 from pipeline.warehouse import Loaded, Rejected
 
@@ -95,10 +95,11 @@ def parse_files(files: Sequence[KernelFile]) -> list[FileParse]:
     windows = boots.day_windows([(f.path, f.tz) for f in files])
     for k, f in enumerate(files):
         source_file = f.source_file or str(f.path)
-        if (problem := sniff.file_problem(f.path)) is not None:  # nothing worth scanning: one row says why
+        raw, problem = sniff.read_judged(f.path)  # read once: judged by its head, then all of it decompressed
+        if problem is not None:  # nothing worth scanning: one row says why
             whole[k] = Rejected(None, problem.reason, "", f"{source_file}: {problem.detail}")  # details start with the file
             continue
-        data, damage = read_bytes(f.path)  # decompressed once: the lines, and where the stream breaks
+        data, damage = gunzip(raw)  # decompressed once: the lines, and where the stream breaks
         if damage is not None:
             damaged[k] = Rejected(None, "bad_gzip", "", f"{source_file}: {damage}")
         ref, is_latest = reference_time(f.path)
