@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "stats"
 #: The warehouse tables the stage reads.
-INPUTS = ("inventory", "tickets", "gpu_days", "xid_events")
+INPUTS = ("inventory", "tickets", "gpu_days", "xid_events", "failures")  # failures: built in the warehouse first
 
 
 def _afr_rows(lt, scfg) -> pl.DataFrame:
