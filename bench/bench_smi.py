@@ -182,8 +182,8 @@ def stage_on_files(data: Path) -> dict:
         rep = ctx.report("smi")
         return {"files": rep.files, "rows_read": rep.rows_read, "rows_quarantined": rep.rows_quarantined,
                 "cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "cpu_ms_per_file": round(1000 * cpu / max(rep.files, 1), 1),
-                "load_avg": [round(x, 2) for x in os.getloadavg()], "gpu_days": wh.scalar("SELECT count(*) FROM gpu_days"),
-                "smi_hourly": wh.scalar("SELECT count(*) FROM smi_hourly"),
+                "load_avg": [round(x, 2) for x in os.getloadavg()], "gpu_days": wh.con.execute("SELECT count(*) FROM gpu_days").fetchall()[0][0],
+                "smi_hourly": wh.con.execute("SELECT count(*) FROM smi_hourly").fetchall()[0][0],
                 "code": str(Path(sys.modules["pipeline"].__file__).parent.parent)}
 
 

@@ -45,7 +45,7 @@ def trained(tmp_path_factory):
 
 def _feature_rows(wh: Warehouse, upto: date) -> pd.DataFrame:
     cols = ", ".join(f'"{c}"' for c in ("serial", "day", "pci_bus_id", *FEATURES))
-    return wh.df(f"SELECT {cols} FROM features WHERE day <= ? ORDER BY serial, day", [upto])
+    return wh.con.execute(f"SELECT {cols} FROM features WHERE day <= ? ORDER BY serial, day", [upto]).df()
 
 
 def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
@@ -65,15 +65,15 @@ def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
 
 def test_link_narrowing_and_heat_are_measured_against_the_gpu_and_its_host(wh):
     write_toy_fleet(wh, gpus=8, days=60, seed=2, start=START, daily_hazard=0.0)
-    serial = wh.scalar("SELECT serial FROM inventory WHERE slot = 3")
+    serial = wh.con.execute("SELECT serial FROM inventory WHERE slot = 3").fetchall()[0][0]
     narrow = [START + timedelta(days=d) for d in (40, 41, 43)]
     hot = START + timedelta(days=45)
-    wh.sql("UPDATE gpu_days SET pcie_width_min = 16, temp_mean = 60")
-    wh.sql("UPDATE gpu_days SET pcie_width_min = 8 WHERE serial = ? AND day IN (?, ?, ?)", [serial, *narrow])
-    wh.sql("UPDATE gpu_days SET temp_mean = 70, samples = 360 WHERE serial = ? AND day = ?", [serial, hot])
+    wh.con.execute("UPDATE gpu_days SET pcie_width_min = 16, temp_mean = 60").fetchall()
+    wh.con.execute("UPDATE gpu_days SET pcie_width_min = 8 WHERE serial = ? AND day IN (?, ?, ?)", [serial, *narrow]).fetchall()
+    wh.con.execute("UPDATE gpu_days SET temp_mean = 70, samples = 360 WHERE serial = ? AND day = ?", [serial, hot]).fetchall()
     build_features(wh, Config())
-    rows = wh.df("SELECT day, pcie_narrow_days_7d, temp_vs_host_1d, temp_1d_vs_own_before, samples_vs_own_1d "
-                 "FROM features WHERE serial = ? ORDER BY day", [serial])
+    rows = wh.con.execute("SELECT day, pcie_narrow_days_7d, temp_vs_host_1d, temp_1d_vs_own_before, samples_vs_own_1d "
+                 "FROM features WHERE serial = ? ORDER BY day", [serial]).df()
     rows = rows.set_index(pd.to_datetime(rows["day"]).dt.date)
     assert rows.loc[START + timedelta(days=39), "pcie_narrow_days_7d"] == 0
     assert rows.loc[START + timedelta(days=43), "pcie_narrow_days_7d"] == 3
@@ -89,15 +89,15 @@ def test_labels_mark_the_horizon_before_a_replacement_and_stop_at_it(wh):
     build_features(wh, Config())
     failed = truth.filter(pl.col("failed_at").dt.date() < START + timedelta(days=80)).row(0, named=True)
     fday = failed["failed_at"].date()
-    rows = wh.df("SELECT day, label, days_to_failure FROM features WHERE serial = ? ORDER BY day", [failed["serial"]])
+    rows = wh.con.execute("SELECT day, label, days_to_failure FROM features WHERE serial = ? ORDER BY day", [failed["serial"]]).df()
     days = pd.to_datetime(rows["day"]).dt.date
     assert days.max() == fday - timedelta(days=1)  # no day at or after the replacement
     want = [(fday - d).days <= 7 for d in days]
     assert rows["label"].astype(bool).tolist() == want
     assert rows["days_to_failure"].tolist() == [(fday - d).days for d in days]
     # The last horizon of data cannot be labelled yet for a GPU that did not fail.
-    last = wh.scalar("SELECT max(day) FROM features")
-    assert wh.scalar("SELECT count(*) FROM features WHERE day > ? AND label = false", [last - timedelta(days=7)]) == 0
+    last = wh.con.execute("SELECT max(day) FROM features").fetchall()[0][0]
+    assert wh.con.execute("SELECT count(*) FROM features WHERE day > ? AND label = false", [last - timedelta(days=7)]).fetchall()[0][0] == 0
 
 
 def test_the_trained_model_beats_the_evidence_score_out_of_fold_and_is_calibrated(trained):
@@ -118,7 +118,7 @@ def test_the_trained_model_beats_the_evidence_score_out_of_fold_and_is_calibrate
 def test_shuffling_labels_in_time_drops_the_model_to_chance(trained):
     path, *_ = trained
     with Warehouse(path, read_only=True) as wh:
-        first, last = wh.sql("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL")[0]
+        first, last = wh.con.execute("SELECT min(day), max(day) FROM features WHERE label IS NOT NULL").fetchall()[0]
         split = model.choose_split(first, last, 180, 30, 30, 7)
         frame = labelled_frame(wh, split.train[0], split.test[1])
     days = pd.to_datetime(frame["day"]).dt.date
@@ -179,9 +179,9 @@ def test_walk_forward_replays_each_night_on_its_own_past(trained):
 def test_ranked_list_has_the_contract_columns_and_words(trained):
     path, mdir, _, result = trained
     with Warehouse(path) as wh:
-        last = wh.scalar("SELECT max(day) FROM features")
+        last = wh.con.execute("SELECT max(day) FROM features").fetchall()[0][0]
         table, version, notes = rank_gpus(wh, Config(), mdir, last)
-        stored = wh.scalar("SELECT count(*) FROM predictions WHERE as_of = ?", [last])
+        stored = wh.con.execute("SELECT count(*) FROM predictions WHERE as_of = ?", [last]).fetchall()[0][0]
     assert version == result.version
     assert list(table[CONTRACT].columns) == CONTRACT
     assert stored == len(table) > 0
@@ -208,8 +208,8 @@ def test_a_candidate_no_better_than_the_evidence_score_is_not_promoted(trained, 
     with Warehouse(copy) as wh:
         assert "not retrained" in train(wh, FAST, mcopy, None).notes[0]  # a rerun of the night
         res = train(wh, FAST, mcopy, None, force=True)
-        row = wh.sql("SELECT promoted, reason FROM model_runs WHERE version = ?", [res.version])[0]
-        table, version, _ = rank_gpus(wh, Config(), mcopy, wh.scalar("SELECT max(day) FROM features"))
+        row = wh.con.execute("SELECT promoted, reason FROM model_runs WHERE version = ?", [res.version]).fetchall()[0]
+        table, version, _ = rank_gpus(wh, Config(), mcopy, wh.con.execute("SELECT max(day) FROM features").fetchall()[0][0])
     assert not res.promoted and row[0] is False and "evidence score's" in row[1]
     assert model.current_version(mcopy) is None and any(f"{result.version} retired" in n for n in res.notes)
     assert version.startswith("evidence")
@@ -223,7 +223,7 @@ def test_too_little_history_falls_back_to_the_evidence_score(wh, tmp_path):
     build_features(wh, Config())
     res = train(wh, Config(), tmp_path / "models", tmp_path / "out")
     assert res.version is None and "too little history" in res.notes[0]
-    last = wh.scalar("SELECT max(day) FROM features")
+    last = wh.con.execute("SELECT max(day) FROM features").fetchall()[0][0]
     table, version, notes = rank_gpus(wh, Config(), tmp_path / "models", last)
     assert version == "evidence-prior" and len(table) == 16
     assert any("published prior" in n for n in notes)

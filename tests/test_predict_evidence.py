@@ -127,7 +127,7 @@ def ranked(tmp_path_factory):
         _fleet(wh)
         build_features(wh, Config())
         table, version, notes = rank_gpus(wh, Config(), root / "models", LAST)
-        feats = wh.df("SELECT * FROM features WHERE day = ?", [LAST])
+        feats = wh.con.execute("SELECT * FROM features WHERE day = ?", [LAST]).df()
     return table.set_index("serial"), version, notes, feats
 
 
@@ -221,12 +221,12 @@ def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path)
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         _fleet(wh)
         bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
-        wh.sql("INSERT INTO inventory_observed (serial, host, pci_bus_id, first_seen, last_seen) "
+        wh.con.execute("INSERT INTO inventory_observed (serial, host, pci_bus_id, first_seen, last_seen) "
                "VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?), ('healthy', 'h2', '0000:14:00.0', ?, ?)",
-               ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1), _ts(0), _ts(DAYS - 1)])
+               ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1), _ts(0), _ts(DAYS - 1)]).fetchall()
         build_features(wh, Config())
-        rows = wh.df("SELECT day, label FROM features WHERE serial = 'x79_old' ORDER BY day")
-        other = wh.scalar("SELECT count(*) FROM features WHERE serial = 'healthy' AND label")
+        rows = wh.con.execute("SELECT day, label FROM features WHERE serial = 'x79_old' ORDER BY day").df()
+        other = wh.con.execute("SELECT count(*) FROM features WHERE serial = 'healthy' AND label").fetchall()[0][0]
     days = pd.to_datetime(rows["day"]).dt.date
     assert days.max() == _day(28)  # in service until the day before its last sample's day
     assert rows["label"].astype(bool).tolist() == [(_day(29) - d).days <= 7 for d in days]
@@ -242,15 +242,15 @@ def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_pat
         write_toy_fleet(wh, gpus=32, days=70, seed=4, start=START, daily_hazard=0.01)
         build_features(wh, Config())
         replayed = track_record(wh, Config())
-        positives = wh.df("SELECT DISTINCT serial, strftime(day, '%Y-%m') AS month FROM features WHERE label")
+        positives = wh.con.execute("SELECT DISTINCT serial, strftime(day, '%Y-%m') AS month FROM features WHERE label").df()
         # a published list for one day: its flags replace the replay's on that day
-        day = wh.scalar("SELECT min(day) FROM features WHERE label")
-        serial = wh.scalar("SELECT min(serial) FROM features WHERE label AND day = ?", [day])
+        day = wh.con.execute("SELECT min(day) FROM features WHERE label").fetchall()[0][0]
+        serial = wh.con.execute("SELECT min(serial) FROM features WHERE label AND day = ?", [day]).fetchall()[0][0]
         wh.insert("predictions", pl.DataFrame({"rank": [1], "serial": [serial], "risk": [0.5], "horizon_days": [7],
                                                "as_of": [day], "model_version": ["evidence"]}))
         mixed = track_record(wh, Config())
         html = section(wh)
-        stored = wh.scalar("SELECT count(*) FROM predict_track")
+        stored = wh.con.execute("SELECT count(*) FROM predict_track").fetchall()[0][0]
     assert stored == len(mixed) == len(replayed) >= 2
     assert (replayed["caught"] + replayed["missed"] == replayed["failures"]).all()
     assert replayed["failures"].sum() >= positives["serial"].nunique() > 0  # a horizon may span two months
@@ -263,7 +263,7 @@ def test_failing_gpu_markers_counted_by_the_ingest_raise_the_gpu(tmp_path):
     with Warehouse(tmp_path / "wh.duckdb") as wh:
         _fleet(wh)
         # the telemetry ingest counts [GPU is lost]-style samples per GPU-day
-        wh.sql("UPDATE gpu_days SET gpu_error_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)])
+        wh.con.execute("UPDATE gpu_days SET gpu_error_samples = 3 WHERE serial = 'healthy2' AND day = ?", [_day(DAYS - 2)]).fetchall()
         build_features(wh, Config())
         table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
     table = table.set_index("serial")

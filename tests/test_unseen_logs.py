@@ -84,10 +84,10 @@ def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
         smi.run(ctx)
         kernel.run(ctx)
         derive(ctx)  # (as pipeline.run does after the stage)
-        loaded = dict(wh.sql("SELECT split_part(path, '/', 2), sum(rows_loaded) FROM files WHERE stage = 'smi' GROUP BY 1"))
-        events = wh.sql("SELECT host, uptime_s, ts, source_file, ts_quality, ts_error_s FROM xid_events "
+        loaded = dict(wh.con.execute("SELECT split_part(path, '/', 2), sum(rows_loaded) FROM files WHERE stage = 'smi' GROUP BY 1").fetchall())
+        events = wh.con.execute("SELECT host, uptime_s, ts, source_file, ts_quality, ts_error_s FROM xid_events "
                         "WHERE host IN (SELECT unnest(?::VARCHAR[]))",
-                        [[h for h, r in hosts.items() if r["kernel_format"] == DAILY_DMESG]])
+                        [[h for h, r in hosts.items() if r["kernel_format"] == DAILY_DMESG]]).fetchall()
     from pipeline.vocab.files import read_bytes
 
     for h in hosts:

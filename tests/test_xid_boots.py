@@ -139,7 +139,7 @@ def test_stage_arrival_order_gives_identical_events(tmp_path):
                 ctx = RunContext(cfg, wh, data, tmp_path / "out")
                 kernel.run(ctx)
                 derive(ctx)  # (as pipeline.run does after the stage)
-            tables.append(wh.pl("SELECT * FROM xid_events ORDER BY event_id"))
+            tables.append(wh.engine.pl("SELECT * FROM xid_events ORDER BY event_id", step="test"))
     assert tables[0].height == len(XIDS)
     assert tables[0].filter(pl.col("ts_quality") == "estimated").height == 3
     for other in tables[1:]:

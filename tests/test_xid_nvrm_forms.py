@@ -149,8 +149,8 @@ def test_an_elided_id_is_counted_on_its_host(tmp_path):
         ctx = RunContext(config_from_dict({}), wh, data, tmp_path / "out")
         kernel.run(ctx)
         derive(ctx)  # (as pipeline.run does after the stage)
-        rows = wh.sql("SELECT host, kind, xid, count(*) FROM xid_events WHERE pci_bus_id IS NULL GROUP BY ALL ORDER BY 2")
-        classes = wh.sql("SELECT DISTINCT severity, symptom_code, mnemonic FROM xid_events WHERE kind = 'RmInitAdapter'")
+        rows = wh.con.execute("SELECT host, kind, xid, count(*) FROM xid_events WHERE pci_bus_id IS NULL GROUP BY ALL ORDER BY 2").fetchall()
+        classes = wh.con.execute("SELECT DISTINCT severity, symptom_code, mnemonic FROM xid_events WHERE kind = 'RmInitAdapter'").fetchall()
     assert rows == [("gpu-a01", "RmInitAdapter", 0, 1), ("gpu-a01", "Xid", 145, 1)]
     assert classes == [("critical", "BOOT_FAILURE", "RM_INIT_ADAPTER_FAILED")]  # classified, not 'unknown'
     assert pl.DataFrame(rows, orient="row").height == 2

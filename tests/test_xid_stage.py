@@ -63,7 +63,7 @@ def _events(wh_path: Path) -> pl.DataFrame:
     from pipeline.warehouse import Warehouse
 
     with Warehouse(wh_path, read_only=True) as wh:
-        return wh.pl("SELECT * FROM xid_events ORDER BY ts NULLS LAST, xid")
+        return wh.engine.pl("SELECT * FROM xid_events ORDER BY ts NULLS LAST, xid", step="test")
 
 
 def test_stage_dedupes_links_and_classifies(tmp_path):
