@@ -151,6 +151,16 @@ def test_cv_folds_are_in_time_order_a_horizon_apart():
     assert model.cv_folds(date(2025, 1, 1), date(2025, 1, 20), 180, 30, 7, 4) == []
 
 
+def test_forward_periods_tile_from_the_first_month_to_the_last_labelled_day():
+    from pipeline.predict.backtest import forward_periods
+
+    ps = forward_periods(date(2025, 3, 1), date(2025, 6, 21), 14, 30)
+    assert ps[0] == (date(2025, 3, 31), date(2025, 4, 13))
+    assert ps[-1][1] == date(2025, 6, 21) and (ps[-1][1] - ps[-1][0]).days < 14  # the last one cut short
+    assert all((b[0] - a[1]).days == 1 for a, b in zip(ps, ps[1:]))
+    assert forward_periods(date(2025, 3, 1), date(2025, 3, 30), 14, 30) == []
+
+
 def test_walk_forward_replays_each_night_on_its_own_past(trained):
     from dataclasses import replace
 

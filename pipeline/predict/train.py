@@ -80,10 +80,12 @@ class CrossValidation:
 
 
 def cross_validate(frame: pd.DataFrame, folds: list[model.Fold], p: Predict, *, seed: int = 0,
-                   weights_file: str | None = None) -> CrossValidation | str:
+                   weights_file: str | None = None, fits: dict | None = None) -> CrossValidation | str:
     """Score each fold's test days with a model and an evidence score fitted on its past only.
 
     Returns a sentence saying why not when no fold has enough failures to learn from.
+    ``fits`` (fold -> raw scores of its test days) reuses the trees of a fold already
+    scored on the same ``frame`` rows: the walk-forward's consecutive nights share most folds.
     """
     day = pd.to_datetime(frame["day"]).dt.date.to_numpy()
     y = frame["label"].astype(bool).to_numpy().astype(int)
@@ -95,10 +97,14 @@ def cross_validate(frame: pd.DataFrame, folds: list[model.Fold], p: Predict, *, 
             notes.append(f"fold {f.test[0]}..{f.test[1]}: {int(y[tr].sum())} positive training GPU-days "
                          f"(need {MIN_TRAIN_POSITIVES}), skipped")
             continue
-        levels = model.category_levels(frame[tr])
-        est = model.fit_raw(model.design_matrix(frame[tr], levels), y[tr], seed=seed, threads=p.threads)
         test = frame[te].reset_index(drop=True)
-        raws.append(est.predict_proba(model.design_matrix(test, levels))[:, 1])
+        if fits is None or f not in fits:
+            levels = model.category_levels(frame[tr])
+            est = model.fit_raw(model.design_matrix(frame[tr], levels), y[tr], seed=seed, threads=p.threads)
+            raw = est.predict_proba(model.design_matrix(test, levels))[:, 1]
+            if fits is not None:
+                fits[f] = raw
+        raws.append(raw if fits is None else fits[f])
         ev = new_evidence(p, weights_file).fit(frame[tr], y[tr])
         evs.append(ev.predict_proba(test)[:, 1])
         tests.append(test)
