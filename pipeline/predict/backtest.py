@@ -92,6 +92,7 @@ def replay(wh: Warehouse, cfg: Config, periods: list[tuple[date, date]], *, seed
     frame = labelled_frame(wh, first, last)
     day = pd.to_datetime(frame["day"]).dt.date.to_numpy()
     y = frame["label"].astype(bool).to_numpy().astype(int)
+    weights_file = str(cfg.resolve(p.evidence_file)) if p.evidence_file else None
     nights, fits = [], {}
     with threadpool_limits(p.threads, "openmp"):
         for t0, t1 in periods:
@@ -100,7 +101,7 @@ def replay(wh: Warehouse, cfg: Config, periods: list[tuple[date, date]], *, seed
             test = frame[(day >= t0) & (day <= t1)].reset_index(drop=True)
             if not len(test) or not past.any():
                 continue
-            ev = new_evidence(p).fit(frame[past], y[past])
+            ev = new_evidence(p, weights_file).fit(frame[past], y[past])
             r = {"evidence": ev.predict_proba(test)[:, 1]}
             rules = RuleBaseline().fit(frame[past], y[past])
             r["rules"] = rules.predict_proba(test)[:, 1]
@@ -108,7 +109,8 @@ def replay(wh: Warehouse, cfg: Config, periods: list[tuple[date, date]], *, seed
             if not with_model:
                 cv = "model not replayed"
             elif folds:
-                cv = cross_validate(frame[day <= known].reset_index(drop=True), folds, p, seed=seed, fits=fits)
+                cv = cross_validate(frame[day <= known].reset_index(drop=True), folds, p, seed=seed,
+                                    weights_file=weights_file, fits=fits)
             else:
                 cv = "no fold"
             if isinstance(cv, str):
