@@ -6,6 +6,7 @@ one model is trained per module and shared by the tests that only read it.
 
 from __future__ import annotations
 
+import itertools
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -149,6 +150,31 @@ def test_cv_folds_are_in_time_order_a_horizon_apart():
     young = model.cv_folds(date(2025, 1, 1), date(2025, 2, 10), 180, 30, 7, 4)  # 41 labelled days
     assert len(young) >= 1 and all((f.test[1] - f.test[0]).days == 6 for f in young)
     assert model.cv_folds(date(2025, 1, 1), date(2025, 1, 20), 180, 30, 7, 4) == []
+
+
+def test_promotion_needs_the_model_to_win_on_most_resamples_of_the_gpus():
+    from pipeline.predict.train import PROMOTION_SHARE, bootstrap_wins
+
+    rng = np.random.default_rng(1)
+    serial = np.repeat([f"g{i}" for i in range(200)], 10)
+    y = np.zeros(len(serial), bool)
+    y[rng.choice(len(serial), 25, replace=False)] = True
+    frame = pd.DataFrame({"serial": serial, "label": y})
+    noise = rng.random(len(y))
+    sharp, blunt = noise + 2.0 * y, noise + 0.2 * y  # one ranks every failure first, one barely
+    assert bootstrap_wins(frame, sharp, blunt) == 1.0 and bootstrap_wins(frame, blunt, sharp) == 0.0
+    one, other = rng.random(len(y)) + 0.5 * y, rng.random(len(y)) + 0.5 * y  # as good as each other
+    assert bootstrap_wins(frame, one, other) < PROMOTION_SHARE and bootstrap_wins(frame, other, one) < PROMOTION_SHARE
+
+
+def test_forward_periods_tile_from_the_first_month_to_the_last_labelled_day():
+    from pipeline.predict.backtest import forward_periods
+
+    ps = forward_periods(date(2025, 3, 1), date(2025, 6, 21), 14, 30)
+    assert ps[0] == (date(2025, 3, 31), date(2025, 4, 13))
+    assert ps[-1][1] == date(2025, 6, 21) and (ps[-1][1] - ps[-1][0]).days < 14  # the last one cut short
+    assert all((b[0] - a[1]).days == 1 for a, b in itertools.pairwise(ps))
+    assert forward_periods(date(2025, 3, 1), date(2025, 3, 30), 14, 30) == []
 
 
 def test_walk_forward_replays_each_night_on_its_own_past(trained):

@@ -268,4 +268,16 @@ def test_failing_gpu_markers_counted_by_the_ingest_raise_the_gpu(tmp_path):
         table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
     table = table.set_index("serial")
     assert table.loc["healthy2", "risk"] > table.loc["healthy", "risk"]
-    assert table.loc["healthy2", "top_factors"].startswith("'GPU is lost' / 'requires reset' ×3")
+    assert table.loc["healthy2", "top_factors"].startswith("'GPU is lost' / 'requires reset' in nvidia-smi on 1 of the last 7 days")
+
+
+def test_failing_gpu_markers_weigh_by_days_not_by_the_loggers_sampling_rate():
+    from pipeline.predict import evidence
+
+    # one day marked: an hourly logger writes 1 marked sample, a 10-second one 360
+    hourly = pd.DataFrame({"lost_markers_7d": [1.0], "lost_marker_days_1d": [0.0], "lost_marker_days_7d": [1.0]})
+    fast = hourly.assign(lost_markers_7d=360.0)
+    assert evidence.score(hourly)[0] == evidence.score(fast)[0] > 0
+    three_days = hourly.assign(lost_marker_days_7d=3.0)
+    today = hourly.assign(lost_marker_days_1d=1.0)
+    assert evidence.score(three_days)[0] > evidence.score(hourly)[0] and evidence.score(today)[0] > evidence.score(hourly)[0]

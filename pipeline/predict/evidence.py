@@ -46,7 +46,7 @@ INPUTS: tuple[str, ...] = (
     "ecc_corr_7d", "ecc_corr_vs_own_before", "retired_pages", "retired_pages_delta_30d", "remap_pending_7d",
     "remap_failed_30d", "remap_uncorr_30d", "pcie_narrow_days_7d", "pcie_narrow_days_30d", "pcie_width_deficit_7d",
     "pcie_replay_7d", "temp_vs_host_7d", "temp_vs_model_7d", "temp_vs_own_before", "throttle_thermal_7d", "samples_vs_own_1d",
-    "lost_markers_7d", "sxid_host_7d", "reseats_prior", "tickets_prior",
+    "lost_marker_days_1d", "lost_marker_days_7d", "sxid_host_7d", "reseats_prior", "tickets_prior",
 )
 
 #: Fewest failures (distinct replaced GPUs) in the labelled history before the fleet's own
@@ -95,7 +95,8 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     out["heat"] = t["heat"]["weight"] * np.maximum(_heat_excess(frame) - t["heat"]["margin_c"], 0.0)
     out["thermal_throttle"] = t["thermal_throttle"]["weight"] * np.clip(_col(frame, "throttle_thermal_7d"), 0, 1)
     out["lost_samples"] = t["lost_samples"]["weight"] * np.maximum(_lost_share(frame) - t["lost_samples"]["margin"], 0.0)
-    out["lost_markers"] = t["lost_markers"]["weight"] * _log2p(_col(frame, "lost_markers_7d"))
+    m1, m7 = _col(frame, "lost_marker_days_1d"), _col(frame, "lost_marker_days_7d")
+    out["lost_markers"] = t["lost_markers"]["weight"] * _log2p(r["today"] * m1 + r["week"] * (m7 - m1))
     out["sxid_host"] = t["sxid_host"]["weight"] * _log2p(_col(frame, "sxid_host_7d"))
     reseats = _col(frame, "reseats_prior")
     out["reseats"] = t["reseats"]["weight"] * _log2p(reseats)

@@ -102,7 +102,8 @@ WORDS: dict[str, Callable[[dict], str]] = {
     "heat": _heat,
     "thermal_throttle": lambda r: f"thermally throttled {100 * _v(r, 'throttle_thermal_7d'):.0f}% of the time",
     "lost_samples": _lost,
-    "lost_markers": lambda r: f"'GPU is lost' / 'requires reset' ×{_v(r, 'lost_markers_7d'):.0f} in nvidia-smi in 7 days",
+    "lost_markers": lambda r: (f"'GPU is lost' / 'requires reset' in nvidia-smi on {_v(r, 'lost_marker_days_7d'):.0f} of the "
+                               f"last 7 days ({_v(r, 'lost_markers_7d'):.0f} samples)"),
     "sxid_host": lambda r: f"NVSwitch SXid ×{_v(r, 'sxid_host_7d'):.0f} on its host in 7 days",
     "reseats": lambda r: f"reseated {_plural(_v(r, 'reseats_prior'), 'time')} before",
     "tickets": lambda r: _plural(_v(r, "tickets_prior") - _v(r, "reseats_prior"), "earlier ticket"),

@@ -16,7 +16,7 @@ first failure or its removal: later days are not in service. ``label`` and
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from pipeline.config import Config
 from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
@@ -70,7 +70,7 @@ CLASS_COUNTS: tuple[str, ...] = tuple(f"xc_{k}_{w}d" for k in XID_CLASSES for w 
 #: Numeric model inputs, in a fixed order.
 NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
-) + CLASS_COUNTS + ("lost_markers_7d",)
+) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d")
 
 #: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
 #: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
@@ -246,6 +246,10 @@ roll AS (
     max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
     sum(coalesce(host_fails, 0)) OVER {w30} AS host_failures_30d,
     CAST(sum(coalesce(lost_markers, 0)) OVER {w7} AS DOUBLE) AS lost_markers_7d,
+    -- Days, not samples: a logger sampling every 10 s writes 360 marked samples for an
+    -- hour a logger sampling hourly marks once.
+    CAST(count(*) FILTER (WHERE lost_markers > 0) OVER {w1} AS DOUBLE) AS lost_marker_days_1d,
+    CAST(count(*) FILTER (WHERE lost_markers > 0) OVER {w7} AS DOUBLE) AS lost_marker_days_7d,
     {xid_roll},
     {cls_roll}
   FROM base
@@ -295,7 +299,7 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,
   avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
   {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
-  {", ".join(CLASS_COUNTS)}, lost_markers_7d,
+  {", ".join(CLASS_COUNTS)}, lost_markers_7d, lost_marker_days_1d, lost_marker_days_7d,
   CASE
     WHEN first_fday IS NOT NULL AND first_fday - day <= (SELECT h FROM bounds) THEN true
     WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL
@@ -312,7 +316,7 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
     Days no clock could have written (before 2000, after tomorrow: a year-less syslog line
     given the wrong year) are left out, so one such event cannot move the ranking day.
     """
-    latest = datetime.now(timezone.utc).date() + timedelta(days=1)
+    latest = datetime.now(UTC).date() + timedelta(days=1)
     lo, hi = literal(PLAUSIBLE_FROM.date()), literal(latest)
     row = wh.engine.rows(
         f"""SELECT min(d0), max(d1) FROM (

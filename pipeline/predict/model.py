@@ -38,7 +38,13 @@ MAX_LEVELS = 250
 ISOTONIC_MIN_POSITIVES = 40
 
 #: Most negative GPU-days trained on; beyond it negatives are sampled and re-weighted.
-MAX_TRAIN_NEGATIVES = 250_000
+#: Failures are what is scarce (a 2,000-GPU fleet has a few hundred positive GPU-days in a
+#: half year, against ~300,000 negative ones, nearly all without any evidence), and
+#: sampling the majority class then undoing it by weight loses little (He et al., "Practical
+#: lessons from predicting clicks on ads at Facebook", ADKDD 2014, section 6.2); the
+#: out-of-fold calibration is fitted on unsampled days either way. It keeps a night's five
+#: fits (four folds and the final model) within minutes on a shared 2-core host.
+MAX_TRAIN_NEGATIVES = 25_000
 
 
 @dataclass(frozen=True)
