@@ -36,7 +36,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.report.commands",
     "pipeline.stats.commands",
     "pipeline.ingest.xid_commands",
-    "pipeline.ingest.smi_commands",
+    "pipeline.ingest.telemetry.commands",
     "pipeline.ingest.ticket_commands",
     "pipeline.predict.commands",
     "pipeline.simulate.commands",

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 #: (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
-    ("smi", "pipeline.ingest.smi:run"),
+    ("smi", "pipeline.ingest.telemetry:run"),
     ("xid", "pipeline.ingest.xid:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
     ("normalize", "pipeline.normalize.stage:run"),
@@ -36,6 +36,9 @@ STAGES: list[tuple[str, str]] = [
     ("predict", "pipeline.predict.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
+
+#: Tables derived after a stage from all it has loaded: stage -> "module:function(wh) -> rows".
+DERIVED: dict[str, str] = {"smi": "pipeline.ingest.telemetry:derive_gpu_days"}
 
 
 class StageFailed(FleetfaultError):
@@ -169,6 +172,8 @@ def run_pipeline(
                 t0 = time.perf_counter()
                 try:
                     resolve_stage(target)(ctx)
+                    if name in DERIVED:
+                        ctx.report(name).rows_out = resolve_stage(DERIVED[name])(wh)
                 except _USER_ERRORS:
                     raise
                 except Exception as exc:  # a bug or a broken input: one line, the details in the log

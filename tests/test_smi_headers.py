@@ -6,10 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.ingest import smi
-from pipeline.ingest.smi_fields import parse_fields
-from pipeline.ingest.smi_headers import HostFile, fits, plan_starts, scan
-from tests.test_smi import _ctx, write
+from pipeline.ingest.telemetry import stage as smi
+from pipeline.ingest.telemetry.fields import parse_fields
+from pipeline.ingest.telemetry.header_plan import HostFile, fits, plan_starts, scan
+from tests.test_smi import _ctx, run_smi, write
 
 A = "timestamp, index, serial, name, temperature.gpu, power.draw [W]"
 # The same number of cells in another order: only the values tell which one a file holds.
@@ -91,7 +91,7 @@ def _load(tmp_path, wh, data, runs):
     for names in runs:
         for n in names:
             (folder / n).write_bytes(every[n])
-        smi.run(_ctx(tmp_path, wh, data))
+        run_smi(_ctx(tmp_path, wh, data))
 
 
 def _tables(wh):
@@ -124,7 +124,7 @@ def test_every_file_takes_its_nearest_fitting_header(tmp_path, stores):
     data = tmp_path / "data"
     files = _fleet(data)
     wh = stores("one")
-    smi.run(_ctx(tmp_path, wh, data))
+    run_smi(_ctx(tmp_path, wh, data))
     _, days, quarantine, heads = _tables(wh)
     src = {p.rsplit("/", 1)[1]: (s, f) for p, s, _, f, _ in heads.iter_rows()}
     k = "telemetry/h1/"
@@ -173,7 +173,7 @@ def test_a_header_arriving_later_reloads_and_says_why(tmp_path, stores):
 
 
 def test_parse_smi_reads_files_before_the_first_header(tmp_path):
-    from pipeline.ingest.smi import parse_smi_files
+    from pipeline.ingest.telemetry import parse_smi_files
 
     files = _fleet(tmp_path)
     df, rejects = parse_smi_files(files, tz="UTC")

@@ -3,8 +3,8 @@
 Reads: a host's telemetry files (their first lines, and the header lines written in them)
 and what ``smi_headers`` remembers of files loaded in earlier runs. Writes nothing itself:
 :func:`plan_starts` returns, per file, the field list in force before its first line and
-the file that header came from; the smi stage (:func:`pipeline.ingest.smi.run`) and
-``parse smi`` (:func:`pipeline.ingest.smi.parse_smi_files`) read every file with it.
+the file that header came from; the smi stage (:func:`pipeline.ingest.telemetry.stage.run`) and
+``parse smi`` (:func:`pipeline.ingest.telemetry.stage.parse_smi_files`) read every file with it.
 
 Why: ``nvidia-smi -l ... -f`` behind logrotate's ``copytruncate`` writes the header only
 where the collector started or restarted, so most files of such a host begin with data.
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.ingest.smi_fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
+from pipeline.ingest.telemetry.fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
                                         parse_fields)
-from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, READ_ERRORS, _blocks, open_binary
+from pipeline.ingest.telemetry.read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, READ_ERRORS, _blocks, split_lines
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
@@ -74,7 +74,7 @@ def scan(path: Path) -> FileHeaders:
         lines = data.decode("utf-8", errors="replace").split("\n")
         if first_seen and lines:
             lines[0] = lines[0].lstrip("\ufeff")
-        df = pl.DataFrame({"line": lines}).with_columns(pl.col("line").str.strip_chars_end("\r"))
+        df = pl.DataFrame({"line": lines})
         maybe = df.with_row_index("k").filter(pl.col("line").str.contains(_HEADER_SHAPE))
         stop = len(lines)
         found = None
@@ -97,12 +97,13 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
     (a few lines read, whatever the file's size)."""
     out: list[str] = []
     try:
-        with open_binary(path) as f:
-            for k, raw in enumerate(f):
-                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                text = text.lstrip("\ufeff") if k == 0 else text
+        for k, (data, _) in enumerate(_blocks(path, 64 << 10, [])):
+            lines = split_lines(data)
+            if k == 0 and lines:
+                lines[0] = lines[0].lstrip("\ufeff")
+            for text in lines:
                 if header_fields(text) is not None or len(out) >= n:
-                    break
+                    return out
                 if text.strip(BLANK_CHARS):
                     out.append(text)
     except READ_ERRORS:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipeline.vocab.sql import literal
+
 #: Documented aliases (``"A" or "B"`` in ``nvidia-smi --help-query-gpu``) -> the canonical
 #: name: the short query name. ``clocks_throttle_reasons.*`` and ``clocks_event_reasons.*``
 #: (the newer drivers' name for the same mask) are kept apart: the contract names both.
@@ -193,10 +195,6 @@ def header_fields(line: str) -> list[Field] | None:
 
 # -- SQL cleaning ---------------------------------------------------------------------
 
-def _q(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 def marker_sql(v: str, *, null: bool = False) -> str:
     """True when the trimmed value ``v`` is empty, N/A or a marker (``[N/A]``, ``[GPU is lost]``:
     a value starting with ``[``, so that a marker cut short is still one); with ``null``,
@@ -206,12 +204,12 @@ def marker_sql(v: str, *, null: bool = False) -> str:
 
 def failing_sql(v: str) -> str:
     """True when the trimmed value ``v`` is one of :data:`FAILING_MARKERS`."""
-    return f"(ascii({v}) = 91 AND {v} IN ({', '.join(_q(m) for m in FAILING_MARKERS)}))"
+    return f"(ascii({v}) = 91 AND {v} IN ({', '.join(literal(m) for m in FAILING_MARKERS)}))"
 
 
 def bool_sql(v: str) -> str:
-    whens = " ".join(f"WHEN {_q(w)} THEN 1" for w in TRUE_WORDS)
-    whens += " " + " ".join(f"WHEN {_q(w)} THEN 0" for w in FALSE_WORDS)
+    whens = " ".join(f"WHEN {literal(w)} THEN 1" for w in TRUE_WORDS)
+    whens += " " + " ".join(f"WHEN {literal(w)} THEN 0" for w in FALSE_WORDS)
     return f"(CASE {v} {whens} END)"
 
 
@@ -220,7 +218,7 @@ def _unitless(v: str, unit: str) -> str:
         return v
     suffix = " " + unit
     # substr() is about twice as fast as a [:-n] slice here (a number is ASCII either way).
-    return f"(CASE WHEN suffix({v}, {_q(suffix)}) THEN substr({v}, 1, length({v}) - {len(suffix)}) ELSE {v} END)"
+    return f"(CASE WHEN suffix({v}, {literal(suffix)}) THEN substr({v}, 1, length({v}) - {len(suffix)}) ELSE {v} END)"
 
 
 #: What :func:`clean_sql` with ``flag_bad`` gives an unreadable number or mask: values
@@ -237,13 +235,13 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
 
     ``flag_bad`` (numbers and masks): an unreadable value becomes :data:`BAD_NUMBER` /
     :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell) counts
-    as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.smi_facts.hourly_sql`) without a per-row check.
+    as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.telemetry.facts.hourly_sql`) without a per-row check.
     """
     kind = as_kind or f.kind
     v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
     marker = marker_sql(v, null=flag_bad)
     if kind == "ts":
-        fmts = ", ".join(_q(x) for x in TIMESTAMP_FORMATS)
+        fmts = ", ".join(literal(x) for x in TIMESTAMP_FORMATS)
         return f"try_strptime({v}, [{fmts}])"
     if kind == "int":
         return f"TRY_CAST({v} AS INTEGER)"
