@@ -158,8 +158,9 @@ def m_fleetfault(path: Path) -> int:
         return rep.rows_read
 
 
-def stage_on_files(data: Path) -> dict:
-    """The smi stage on a data folder (after the inventory stage) in a fresh warehouse."""
+def stage_on_files(data: Path, config: Path | None = None) -> dict:
+    """The smi stage on a data folder (after the inventory stage) in a fresh warehouse,
+    with ``config`` (default: the repository's fleetfault.toml)."""
     import tempfile
 
     from pipeline.config import load_config
@@ -167,7 +168,7 @@ def stage_on_files(data: Path) -> dict:
     from pipeline.warehouse import Warehouse
 
     stages = dict(STAGES)
-    cfg = load_config(HERE.parent / "fleetfault.toml")
+    cfg = load_config(config or HERE.parent / "fleetfault.toml")
     with tempfile.TemporaryDirectory() as d, Warehouse(Path(d) / "w.duckdb") as wh:
         ctx = RunContext(cfg, wh, data, Path(d) / "out")
         resolve_stage(stages["inventory"])(ctx)

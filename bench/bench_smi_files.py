@@ -34,7 +34,8 @@ def bare(data: Path) -> dict:
     import duckdb
 
     files = sorted(str(p) for p in (data / "telemetry").glob("*/*") if p.is_file())
-    con = duckdb.connect(config={"enable_progress_bar": False})
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     t = time.perf_counter()
     # \x01 never occurs in a log: each line is one text cell; gzip by extension.
     n, chars = con.execute(
@@ -47,10 +48,13 @@ def bare(data: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", type=Path, help="a data folder in the input layout (fleetfault simulate --out)")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="fleetfault.toml (default: DATA/truth/fleetfault.toml, as simulate writes it)")
     args = ap.parse_args()
+    config = args.config or args.data / "truth" / "fleetfault.toml"
     bare(args.data)  # warm the file cache for both sides
     before = bare(args.data)
-    st = stage_on_files(args.data)  # inventory untimed; smi stage and gpu_days timed
+    st = stage_on_files(args.data, config)  # inventory untimed; smi stage and gpu_days timed
     after = bare(args.data)
     ref = statistics.median([before["seconds"], after["seconds"]])
     print(json.dumps({"bare_s": [round(before["seconds"], 2), round(after["seconds"], 2)], "bare_lines": before["lines"],

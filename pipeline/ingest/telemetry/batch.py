@@ -31,7 +31,8 @@ import polars as pl
 from pipeline.ingest import sniff
 from pipeline.ingest.telemetry import facts
 from pipeline.ingest.telemetry.fields import ALIASES, Field, header_fields
-from pipeline.ingest.telemetry.read import BLANK_CHARS, csv_source, first_line, line_end, scratch, split_lines, tool_message
+from pipeline.ingest.telemetry.read import (BLANK_CHARS, csv_source, first_line, line_end, line_reject, scratch,
+                                           split_lines)
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Loaded, Rejected
 
@@ -103,9 +104,8 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
     """Quarantine rows for DuckDB's rejected lines of one file, or None when one of them is
     something the exact path must judge (only cell-count errors are taken here).
 
-    A line may come with several errors (a truncated line in typed columns: a cast error
-    too); a line of the wrong number of cells is quarantined for that, as the exact path
-    does, whatever else DuckDB found in it.
+    The judgement is :func:`~pipeline.ingest.telemetry.read.line_reject`'s, the one the
+    line-by-line path makes.
     """
     kinds: dict[int, set[str]] = {}
     raws: dict[int, str] = {}
@@ -116,15 +116,15 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
     rejects = []
     for line_no in sorted(kinds):
         raw = raws[line_no].strip("\r\n")
-        cells = len(raw.split(","))
-        if (not kinds[line_no] & {"MISSING COLUMNS", "TOO MANY COLUMNS"} or cells == n or "\ufffd" in raw
-                or not raw.strip(BLANK_CHARS) or header_fields(raw) is not None):
+        # Only lines DuckDB rejected for their number of cells, and that the one judge
+        # rejects too (a blank line or a header: the line-by-line path skips it).
+        if (not kinds[line_no] & {"MISSING COLUMNS", "TOO MANY COLUMNS"} or not raw.strip(BLANK_CHARS)
+                or header_fields(raw) is not None):
             return None
-        reason = "truncated_line" if cells < n else "extra_fields"
-        detail = f"{cells} of {n} fields" if cells < n else f"{cells} fields, the header has {n}"
-        if cells < n and (msg := tool_message(raw)):
-            reason, detail = msg
-        rejects.append(Rejected(line_no, reason, raw, detail))
+        rejected = line_reject(line_no, raw, n)
+        if rejected is None or rejected.reason == "undecodable":
+            return None  # (undecodable: the line-by-line path decodes the file its own way)
+        rejects.append(rejected)
     return rejects
 
 

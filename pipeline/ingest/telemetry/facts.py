@@ -167,7 +167,7 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
         if kind == "ts":
             keys.append("hour_local IS NULL")
         elif kind == "int":
-            keys.append("TRY_CAST(r_gpu_index AS INTEGER) IS NULL")
+            keys.append(f"{clean_sql(fields[i], 'r_gpu_index')} IS NULL")
         elif kind == "mask":
             values.append(f"min(v{i}) < 0")
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from pipeline.vocab.sql import literal
 
@@ -116,6 +117,11 @@ TIMESTAMP_FORMATS = [
     "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
 ]
 
+#: A whole number (an index).
+INT_PATTERN = r"[+-]?[0-9]+"
+#: A PCI bus id as nvidia-smi and the kernel print it (lower case, ``PCI:`` prefix removed).
+PCI_PATTERN = r"[0-9a-f]{1,8}:[0-9a-f]{1,2}:[0-9a-f]{1,2}(\.[0-7])?"
+
 _CELL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*(?:\[([^\]\r\n]*)\])?\s*$")
 _KNOWN_HEADER_WORDS = {"timestamp", "index", "name", "uuid", "serial", "pstate", "count", "driver_version"}
 
@@ -195,6 +201,22 @@ def header_fields(line: str) -> list[Field] | None:
 
 # -- SQL cleaning ---------------------------------------------------------------------
 
+def is_marker(text: str) -> bool:
+    """Python twin of :func:`marker_sql` (a trimmed cell): empty, ``N/A`` or a ``[...]`` marker."""
+    return text in ("", "N/A") or text.startswith("[")
+
+
+def is_time(text: str) -> bool:
+    """Python twin of the ``ts`` cleaning in :func:`clean_sql`: one of :data:`TIMESTAMP_FORMATS`."""
+    for fmt in TIMESTAMP_FORMATS:
+        try:
+            datetime.strptime(text, fmt)
+            return True
+        except ValueError:
+            continue
+    return False
+
+
 def marker_sql(v: str, *, null: bool = False) -> str:
     """True when the trimmed value ``v`` is empty, N/A or a marker (``[N/A]``, ``[GPU is lost]``:
     a value starting with ``[``, so that a marker cut short is still one); with ``null``,
@@ -243,8 +265,8 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
     if kind == "ts":
         fmts = ", ".join(literal(x) for x in TIMESTAMP_FORMATS)
         return f"try_strptime({v}, [{fmts}])"
-    if kind == "int":
-        return f"TRY_CAST({v} AS INTEGER)"
+    if kind == "int":  # (a bare cast would round '1.5' to 2)
+        return f"(CASE WHEN regexp_full_match({v}, {literal(INT_PATTERN)}) THEN TRY_CAST({v} AS INTEGER) END)"
     if kind == "pci":
         return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {pci_sql(v)} END)"
     if kind == "mask":
@@ -280,7 +302,7 @@ def pci_sql(v: str) -> str:
     """Canonical Linux bus id: ``00000000:3B:00.0`` and ``PCI:0000:3b:00`` -> ``0000:3b:00.0``."""
     s = f"lower(regexp_replace({v}, '^(?i:pci:)', ''))"
     return (
-        f"(CASE WHEN regexp_full_match({s}, '[0-9a-f]{{1,8}}:[0-9a-f]{{1,2}}:[0-9a-f]{{1,2}}(\\.[0-7])?') THEN "
+        f"(CASE WHEN regexp_full_match({s}, {literal(PCI_PATTERN)}) THEN "
         f"right(lpad(split_part({s}, ':', 1), 4, '0'), 4) || ':' || lpad(split_part({s}, ':', 2), 2, '0') || ':' || "
         f"lpad(split_part(split_part({s}, ':', 3), '.', 1), 2, '0') || '.' || "
         f"coalesce(nullif(split_part(split_part({s}, ':', 3), '.', 2), ''), '0') "

@@ -23,25 +23,22 @@ reloads the files whose start changed (a header that arrived later), saying why.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.ingest.telemetry.fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
-                                        parse_fields)
+from pipeline.ingest.telemetry.fields import PCI_PATTERN, Field, bad_sql, header_fields, is_marker, is_time, parse_fields
 from pipeline.ingest.telemetry.read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, READ_ERRORS, _blocks, split_lines
+from pipeline.vocab.sql import literal
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
 
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?(\s*\S{1,4})?")
-_HEX = re.compile(r"0[xX][0-9a-fA-F]{1,16}|\d{1,20}")
-_PCI = re.compile(r"(?:PCI:)?[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?")
-_WORDS = set(TRUE_WORDS) | set(FALSE_WORDS)
+_PCI = re.compile(f"(?i:pci:)?{PCI_PATTERN}", re.IGNORECASE)
 
 
 def cells_text(fields: Sequence[Field] | None) -> str | None:
@@ -111,51 +108,53 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
     return out
 
 
-def _is_time(text: str) -> bool:
-    for fmt in TIMESTAMP_FORMATS:
-        try:
-            datetime.strptime(text, fmt)
-            return True
-        except ValueError:
-            continue
-    return False
-
-
-def _marker(text: str) -> bool:
-    return text in ("", "N/A") or text.startswith("[")
-
-
-def _cell_fits(f: Field, text: str) -> bool:
-    """Whether ``text`` reads as a value of field ``f`` (the kinds of :attr:`Field.kind`)."""
-    kind = f.kind
-    if kind == "ts":
-        return _is_time(text)
-    if kind == "int":
-        return text.isdigit()
-    if _marker(text):
+def _text_fits(f: Field, text: str) -> bool:
+    """Whether ``text`` is a plausible value of a text field (a bus id, a model name, a
+    UUID): SQL reads any text there, so plausibility is judged here."""
+    if is_marker(text):
         return True
-    if kind == "num":
-        return text in _WORDS or _NUMBER.fullmatch(text) is not None
-    if kind == "mask":
-        return _HEX.fullmatch(text) is not None
-    if kind == "pci":
+    if f.kind == "pci":
         return _PCI.fullmatch(text) is not None
     if f.name == "name":  # a model name, never a number or a time
-        return any(c.isalpha() for c in text) and not _is_time(text)
+        return any(c.isalpha() for c in text) and not is_time(text)
     if f.name == "uuid":
         return text.startswith(("GPU-", "MIG-"))
     return True
 
 
+@functools.cache
+def _engine():
+    from pipeline.engine.duckdb_engine import DuckDBEngine
+
+    return DuckDBEngine()  # in memory: a few sample lines, no warehouse
+
+
+def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[bool]:
+    """Per row of trimmed cells, whether every value reads under its field: the SQL the
+    loaders clean with (:func:`~pipeline.ingest.telemetry.fields.bad_sql`), run over these
+    few rows, so that a header is fitted by the same meaning of a cell the load uses."""
+    checks = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
+    clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, and no SQL literal)
+    if not checks or not any(clean):
+        return clean if checks else [True] * len(rows)
+    kept = [(k, cells) for k, (cells, ok) in enumerate(zip(rows, clean)) if ok]
+    values = ", ".join("(" + ", ".join(literal(v) for v in [k, *cells]) + ")" for k, cells in kept)
+    cols = ", ".join(["k"] + [f"c{i}" for i in range(len(fields))])
+    sql = f"SELECT k, NOT ({' OR '.join(checks)}) FROM (VALUES {values}) t({cols})"
+    ok = dict(_engine().rows(sql, step="smi: fit a header to a headerless file's lines"))
+    return [bool(ok.get(k, False)) for k in range(len(rows))]
+
+
 def fits(fields: Sequence[Field], sample: Sequence[str]) -> bool:
     """Whether the data lines ``sample`` read under ``fields``: each has its number of
-    cells (one cut line allowed) and nine in ten of those parse cell by cell."""
+    cells (one cut line allowed) and nine in ten of those read cell by cell."""
     n = len(fields)
     whole = [[c.strip() for c in s.split(",")] for s in sample]
     whole = [cells for cells in whole if len(cells) == n]
     if not whole or len(whole) < len(sample) - 1:
         return False
-    good = sum(all(_cell_fits(f, c) for f, c in zip(fields, cells)) for cells in whole)
+    plausible = [all(_text_fits(f, c) for f, c in zip(fields, cells)) for cells in whole]
+    good = sum(a and b for a, b in zip(plausible, values_read(fields, whole)))
     return good * 10 >= len(whole) * 9
 
 

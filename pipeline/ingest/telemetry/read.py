@@ -274,6 +274,23 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     out.last_fields = current
 
 
+def line_reject(line_no: int, line: str, n: int) -> Rejected | None:
+    """The reject judge for a whole line under a field list of ``n`` fields: bytes that are
+    not UTF-8, one of nvidia-smi's own messages, too few or too many cells (split at commas,
+    as both paths split); None when the line has its ``n`` cells (its values are judged by
+    the SQL of :mod:`pipeline.ingest.telemetry.fields`)."""
+    if "\ufffd" in line:
+        return Rejected(line_no, "undecodable", line, "bytes that are not UTF-8")
+    cells = line.count(",") + 1
+    if cells == n:
+        return None
+    if cells < n and (msg := tool_message(line)):
+        return Rejected(line_no, msg[0], line, msg[1])
+    if cells < n:
+        return Rejected(line_no, "truncated_line", line, f"{cells} of {n} fields")
+    return Rejected(line_no, "extra_fields", line, f"{cells} fields, the header has {n}")
+
+
 def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Segment | None:
     if fields is None:
         out.rejects.extend(
@@ -287,15 +304,7 @@ def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Se
         undecodable=pl.col("line").str.contains("\ufffd", literal=True),
     ).with_columns(ncells=pl.col("cells").list.len())
     bad = part.filter(pl.col("undecodable") | (pl.col("ncells") != n))
-    for ln, line, und, nc in bad.select("line_no", "line", "undecodable", "ncells").iter_rows():
-        if und:
-            out.rejects.append(Rejected(ln, "undecodable", line, "bytes that are not UTF-8"))
-        elif nc < n and (msg := tool_message(line)):
-            out.rejects.append(Rejected(ln, msg[0], line, msg[1]))
-        elif nc < n:
-            out.rejects.append(Rejected(ln, "truncated_line", line, f"{nc} of {n} fields"))
-        else:
-            out.rejects.append(Rejected(ln, "extra_fields", line, f"{nc} fields, the header has {n}"))
+    out.rejects.extend(line_reject(ln, line, n) for ln, line in bad.select("line_no", "line").iter_rows())
     good = part.filter(~pl.col("undecodable") & (pl.col("ncells") == n))
     if good.is_empty():
         return None
