@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from pipeline.errors import EngineError
 from pipeline.ingest import sniff
 from pipeline.ingest.telemetry import facts
 from pipeline.ingest.telemetry.fields import ALIASES, Field, header_fields
@@ -131,10 +131,10 @@ def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
 def fast_batch(con, items: list[tuple[Path, int]], lay: Layout, *, host: str, tz: str) -> list[tuple[Loaded, pl.DataFrame] | None]:
     """Each file's (counts and rejects, hourly rows), or None for a file that needs the
     exact path. One DuckDB statement for the lot; a failing statement is split in halves.
-    ``con`` is a scratch connection (:func:`~pipeline.ingest.telemetry.read.scratch`)."""
+    ``con`` is a scratch engine (:func:`~pipeline.ingest.telemetry.read.scratch`)."""
     try:
         return _fast_batch(con, items, lay, host=host, tz=tz)
-    except duckdb.Error as exc:
+    except EngineError as exc:
         if len(items) == 1:
             log.info("%s: fast path declined (%s); reading line by line", items[0][0], exc)
             return [None]
@@ -149,21 +149,22 @@ def _fast_batch(con, items, lay: Layout, *, host: str, tz: str):
     pos = {str(path): k for k, (path, _) in enumerate(items)}
     src = csv_source([path for path, _ in items], len(fields), lay.skip, lay.delim, newline=lay.newline, gzip=lay.gzip)
     # A statement that rejects nothing records no scan: the last statement's rejects go first.
-    con.execute("DROP TABLE IF EXISTS agg; DROP TABLE IF EXISTS reject_errors; DROP TABLE IF EXISTS reject_scans")
+    for table in ("agg", "reject_errors", "reject_scans"):
+        con.execute(f"DROP TABLE IF EXISTS {table}", step="smi: clear the last batch")
     header = [list(c) for c in lay.header]
-    con.execute(f"CREATE TEMP TABLE agg AS {facts.hourly_sql(fields, src, by_file=True, header=header)}")
+    con.execute(f"CREATE TEMP TABLE agg AS {facts.hourly_sql(fields, src, by_file=True, header=header)}",
+                step="smi: read a batch of files")
     per_file = {
         pos[name]: (bad, n, headers)
-        for name, bad, n, headers in con.execute(
+        for name, bad, n, headers in con.rows(
             "SELECT filename, coalesce(sum(_bad) FILTER (NOT _hdr), 0) + count(*) FILTER (hour_local IS NULL AND NOT _hdr), "
-            "coalesce(sum(samples) FILTER (NOT _hdr), 0), coalesce(sum(samples) FILTER (_hdr), 0) FROM agg GROUP BY filename"
-        ).fetchall()
+            "coalesce(sum(samples) FILTER (NOT _hdr), 0), coalesce(sum(samples) FILTER (_hdr), 0) FROM agg GROUP BY filename",
+            step="smi: per-file counts")
     }
     found: dict[int, list[tuple]] = {}
-    for name, line, kind, raw in con.execute(
+    for name, line, kind, raw in con.rows(
         "SELECT DISTINCT s.file_path, e.line, e.error_type, e.csv_line FROM reject_errors e "
-        "JOIN reject_scans s USING (scan_id, file_id) ORDER BY 1, 2"
-    ).fetchall():
+        "JOIN reject_scans s USING (scan_id, file_id) ORDER BY 1, 2", step="smi: rejected lines"):
         found.setdefault(pos[name], []).append((line, kind, raw))
     out: list[tuple[Loaded, int] | None] = []
     ok: list[tuple[str, int]] = []
@@ -198,7 +199,7 @@ def finish_hourly(con, src: str | None, host: str, tz: str) -> pl.DataFrame:
     if src is None:
         types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
         return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in cols.columns})
-    df = con.sql(facts.finish_hourly_sql(src)).pl()
+    df = con.pl(facts.finish_hourly_sql(src), step="smi: hourly facts")
     hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
     shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
     df = df.with_columns(
@@ -241,12 +242,9 @@ def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: lis
     :mod:`pipeline.ingest.telemetry.header_plan`, may name another).
     Returns, per file, its :class:`Loaded` and the field list in force after it.
     """
-    con = scratch()
-    try:
+    with scratch() as con:
         return _load_files(con, items, host=host, tz=tz, fields=fields, single=single,
                            start_of=start_of or (lambda _path, flds: flds))
-    finally:
-        con.close()
 
 
 def _load_files(con, items, *, host, tz, fields, single, start_of):

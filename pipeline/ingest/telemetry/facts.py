@@ -277,7 +277,7 @@ def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_onl
     checks = bad_checks(fields)
     if not checks:
         return f"SELECT {extra}line_no, line, NULL AS bad_field FROM {src} WHERE false"
-    whens = " ".join(f"WHEN {b} THEN '{name}'" for name, b in checks)
+    whens = " ".join(f"WHEN {b} THEN {literal(name)}" for name, b in checks)
     return f"""
 SELECT {extra}line_no, line, bad_field FROM (
   SELECT {extra}line_no, line, CASE {whens} END AS bad_field FROM {cleaned_sql(fields, src, extra + "line_no, line, ")}

@@ -10,6 +10,7 @@ Both paths clean values with the same SQL (:mod:`pipeline.ingest.telemetry.field
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import logging
@@ -19,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from pipeline.engine.duckdb_engine import DuckDBEngine
 from pipeline.ingest import sniff
 from pipeline.ingest.telemetry.fields import Field, header_fields
 from pipeline.ingest.xid_formats import canonical_pci_text
@@ -96,9 +97,15 @@ def tool_message(line: str) -> tuple[str, str] | None:
     return None
 
 
-def scratch() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for one file's parsing (keeps reject tables out of the warehouse)."""
-    return duckdb.connect(":memory:")
+@contextlib.contextmanager
+def scratch() -> Iterator[DuckDBEngine]:
+    """An in-memory DuckDB engine for parsing files (keeps reject tables and scratch frames
+    out of the warehouse), closed on exit."""
+    engine = DuckDBEngine()
+    try:
+        yield engine
+    finally:
+        engine.con.close()
 
 
 def csv_source(paths: list[Path], n: int, skip: int, delim: str = ", ", *, newline: str = "\n",

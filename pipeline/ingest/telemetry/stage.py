@@ -27,11 +27,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from pipeline.vocab.hosts import host_key, host_key_sql
-from pipeline.vocab.sql import literal
+from pipeline.vocab.sql import ident, literal, literals
+from pipeline.engine.base import Engine
 from pipeline.ingest.telemetry import batch, facts, header_plan
 from pipeline.ingest.telemetry.batch import BATCH_FILES, cell, finish_hourly, headers_frame, load_files, probe
 from pipeline.ingest.telemetry.fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
@@ -96,16 +96,13 @@ def parse_smi_files(
         groups, per_file, _ = _read_in_order(paths, hosts, configured, planned)
     frames: list[pl.DataFrame] = []
     bad_by_seq: dict[int, list[Rejected]] = {}
-    con = scratch()
-    try:
+    with scratch() as con:
         for (flds, h), parts in groups.items():
             seg = Segment(list(flds), pl.concat(parts))
             df, bad = clean_segment(con, seg, h, tz)
             frames.append(df)
             for r in bad:
                 bad_by_seq.setdefault(r.seq, []).append(r.rejected)
-    finally:
-        con.close()
     rejects: list[Rejected] = []
     for seq, (p, out) in enumerate(per_file):
         mine = sorted(out.rejects + bad_by_seq.get(seq, []), key=lambda r: r.line_no or 0)
@@ -163,8 +160,8 @@ def _reject_reason(field_name: str) -> str:
     return {"timestamp": "bad_timestamp", "index": "bad_index"}.get(field_name, "bad_value")
 
 
-def _bad_rows(con: duckdb.DuckDBPyConnection, seg_fields: list[Field]) -> list[Rejected]:
-    rows = con.execute(facts.reject_rows_sql(seg_fields, "seg", facts_only=True)).fetchall()
+def _bad_rows(con: Engine, seg_fields: list[Field]) -> list[Rejected]:
+    rows = con.rows(facts.reject_rows_sql(seg_fields, "seg", facts_only=True), step="smi: unreadable values")
     return [Rejected(ln, _reject_reason(f), line, f"unreadable {f}") for ln, line, f in rows]
 
 
@@ -174,7 +171,7 @@ class _SeqRejected:
     rejected: Rejected
 
 
-def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[_SeqRejected]]:
+def clean_segment(con: Engine, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[_SeqRejected]]:
     """Clean one segment's raw columns (DuckDB SQL); returns the frame and its bad rows.
 
     The segment's frame carries ``_seq`` (the file's position); so do the results.
@@ -182,9 +179,9 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
     fields = seg.fields
     con.register("seg", seg.frame)
     try:
-        bad_rows = con.execute(
-            f"SELECT _seq, line_no, line, bad_field FROM ({facts.reject_rows_sql(fields, 'seg', extra='_seq, ')})"
-        ).fetchall()
+        bad_rows = con.rows(
+            f"SELECT _seq, line_no, line, bad_field FROM ({facts.reject_rows_sql(fields, 'seg', extra='_seq, ')})",
+            step="smi: unreadable values")
         rejects = [_SeqRejected(q, Rejected(ln, _reject_reason(f), line, f"unreadable {f}")) for q, ln, line, f in bad_rows]
         auto = [i for i, f in enumerate(fields) if f.kind == "auto"]
         numeric: set[int] = set()
@@ -193,7 +190,7 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
                 f"bool_and({marker_sql(f'c{i}')} OR {clean_sql(fields[i], f'c{i}', as_kind='num')} IS NOT NULL)"
                 for i in auto
             )
-            row = con.execute(f"SELECT {checks} FROM seg").fetchall()[0]
+            row = con.rows(f"SELECT {checks} FROM seg", step="smi: numeric columns")[0]
             numeric = {i for i, ok in zip(auto, row) if ok}
         by_name = {f.name: i for i, f in enumerate(fields)}
         # No field tells GPUs apart (the minimal query): each line's place in its sampling
@@ -232,8 +229,8 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             con.register("bad_lines", pl.DataFrame({"_seq": [r.seq for r in rejects],
                                                     "line_no": [r.rejected.line_no for r in rejects]}))
             src = f"(SELECT * FROM {src} ANTI JOIN bad_lines USING (_seq, line_no))"
-        cols = ", ".join(f'{e} AS "{c}"' for c, e in sel.items())
-        df = con.sql(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}").pl()
+        cols = ", ".join(f"{e} AS {ident(c)}" for c, e in sel.items())
+        df = con.pl(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}", step="smi: clean samples")
     finally:
         con.unregister("seg")
     order = IDENTITY_COLUMNS + [c for c in df.columns if c not in IDENTITY_COLUMNS and not c.startswith("_")] + ["_seq", "_line_no"]
@@ -275,20 +272,17 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     fast path already gave the file back).
     """
     lay, hf = probe(path, fields)
-    con = scratch()
-    try:
+    with scratch() as con:
         got = batch.fast_batch(con, [(path, file_id)], lay, host=host, tz=tz)[0] if fast and lay is not None else None
         if got is not None:
             (loaded, frame), last = got, list(lay.fields)
         else:
             loaded, frame, last = _line_by_line(con, path, file_id, host=host, tz=tz, fields=fields)
-    finally:
-        con.close()
     loaded.tables = {"smi_hourly": frame, "smi_headers": headers_frame(file_id, host, last, hf or fields)}
     return loaded, last
 
 
-def _line_by_line(con, path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None):
+def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None):
     """The exact path, for a file the fast path gave back: every line numbered and judged
     (blank, header, wrong cell count, unreadable value: :func:`_bad_rows`), the rest
     aggregated by the same SQL as the fast path. Returns (Loaded, smi_hourly rows, the
@@ -312,7 +306,7 @@ def _line_by_line(con, path: Path, file_id: int, *, host: str, tz: str, fields: 
         if bad:
             con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
             good_rows = f"(SELECT * FROM {seg_src} ANTI JOIN bad_lines USING (line_no))"
-        parts.append(con.sql(facts.hourly_sql(seg.fields, good_rows)).pl())
+        parts.append(con.pl(facts.hourly_sql(seg.fields, good_rows), step="smi: hourly facts, line by line"))
         con.unregister("seg")
     hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
     good = sum(int(p["samples"].sum()) for p in parts)
@@ -358,8 +352,8 @@ def run(ctx) -> None:
         return
     wh = ctx.wh
     # A host's site (so its zone) by host_key: folder 'dgx-a-12' finds inventory 'DGX-A-12'.
-    sites = dict(wh.sql(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
-                        "WHERE host IS NOT NULL GROUP BY 1"))
+    sites = dict(wh.engine.rows(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
+                                "WHERE host IS NOT NULL GROUP BY 1", step="smi: sites of hosts"))
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host)
     for host_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         prev = None
@@ -374,7 +368,8 @@ def run(ctx) -> None:
                 return state[prev] or configured_fields(ctx.cfg, host)
             reg = wh.registered(STAGE, ctx.file_key(prev))
             if reg:
-                rows = wh.sql("SELECT last_fields FROM smi_headers WHERE file_id = ?", [reg["file_id"]])
+                rows = wh.engine.rows(f"SELECT last_fields FROM smi_headers WHERE file_id = {literal(reg['file_id'])}",
+                                      step="smi: a file's last header")
                 if rows and rows[0][0]:
                     return header_fields(rows[0][0])
         return configured_fields(ctx.cfg, host)
@@ -425,9 +420,9 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     so one round settles it: a host none of whose files changed, each read with a
     header, is not looked at again. Returns the reloaded files' results."""
     wh = ctx.wh
-    reg = {path: row for path, *row in wh.sql(
+    reg = {path: row for path, *row in wh.engine.rows(
         "SELECT f.path, f.file_id, h.start_fields, h.last_fields, h.own_first, h.header_from, f.rows_skipped "
-        "FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = ?", [STAGE],
+        f"FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = {literal(STAGE)}",
         step="smi: recorded headers")}
     by_host: dict[str, list[tuple[Path, Path | None]]] = {}
     for path, host, prev in plan:
@@ -473,8 +468,8 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
         ctx.note(STAGE, f"{len(todo)} headerless files read again: the host's header they are read with changed")
     if record:
         ids = {k: reg[k][0] for k in reg}
-        fresh = dict(wh.sql("SELECT path, file_id FROM files WHERE stage = ? AND path IN (SELECT unnest(?::VARCHAR[]))",
-                            [STAGE, list(why)], step="smi: reloaded file ids")) if why else {}
+        fresh = dict(wh.engine.rows(f"SELECT path, file_id FROM files WHERE stage = {literal(STAGE)} "
+                                    f"AND path IN ({literals(why)})", step="smi: reloaded file ids")) if why else {}
         old_to_new = {ids[k]: fid for k, fid in fresh.items()}
         because = {old_to_new[ids[k]]: w for k, w in why.items() if ids[k] in old_to_new}
         frame = pl.DataFrame(
@@ -482,13 +477,13 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
              "own_first": [o for _, _, o in record],
              "reloaded_because": [because.get(old_to_new.get(fid, fid)) for fid, _, _ in record]},
             schema={"file_id": pl.Int64, "header_from": pl.Utf8, "own_first": pl.Utf8, "reloaded_because": pl.Utf8})
-        wh.con.register("_smi_header_plan", frame)
+        wh.engine.register("_smi_header_plan", frame)
         try:
-            wh.sql("UPDATE smi_headers SET header_from = p.header_from, own_first = p.own_first, "
+            wh.engine.execute("UPDATE smi_headers SET header_from = p.header_from, own_first = p.own_first, "
                    "reloaded_because = coalesce(p.reloaded_because, smi_headers.reloaded_because) "
                    "FROM _smi_header_plan p WHERE smi_headers.file_id = p.file_id", step="smi: record header plan")
         finally:
-            wh.con.unregister("_smi_header_plan")
+            wh.engine.unregister("_smi_header_plan")
     return out
 
 
