@@ -7,8 +7,13 @@ or "clocks.sm"``) takes one canonical name, the short query name (``clocks.sm``;
 for ``gpu_name``), so a header line and a ``noheader`` file whose fields come from
 ``--fields`` yield the same columns whichever spelling each used.
 
-Every value is cleaned by one SQL expression per field (DuckDB), shared by the fast
-whole-file path and the exact line-by-line path, so both give the same answer.
+This module is the one table of what a cell means: field names and aliases, units, kinds
+(:attr:`Field.kind`), null markers, failing-GPU markers, Yes/No words, bit masks, timestamp
+formats. Every value is cleaned by one SQL expression per field generated from it
+(:func:`clean_sql`, :func:`bad_sql`), shared by the fast many-files path, the line-by-line
+path and the header plan's fitting of headerless files, so all give the same answer; the two
+Python twins (:func:`is_marker`, :func:`is_time`) sit beside their SQL, and a property test
+checks that they agree. A new marker or timestamp format is one edit here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""Reading nvidia-smi CSV logs: a fast whole-file path and an exact line-by-line path.
+"""Reading nvidia-smi CSV logs: many files per DuckDB statement, or one file line by line.
 
-The fast path hands the whole file to DuckDB's streaming CSV reader (gzip, CRLF and
-parallel parsing included) and aggregates in the same pass; it is taken only when the
-file turns out clean (no rejected, unreadable or repeated-header line). Anything else goes
-through the exact path, which walks the file in blocks with line numbers, follows header
-changes, and tells each line's fate: loaded, skipped (blank, header) or quarantined.
-Both paths clean values with the same SQL (:mod:`pipeline.ingest.telemetry.fields`).
+The fast path (:func:`csv_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
+and parallel parsing included), the file name a column; :mod:`pipeline.ingest.telemetry.batch`
+aggregates in the same statement and judges what it rejected. A file it gives back goes
+through the line-by-line path (:func:`read_exact`), which walks the file in blocks with line
+numbers, follows header changes, and tells each line's fate: loaded, skipped (blank,
+header) or quarantined (:func:`line_reject`). A line ends at LF, CRLF or a lone CR on both
+paths; both clean values with the same SQL (:mod:`pipeline.ingest.telemetry.fields`).
 """
 
 from __future__ import annotations
