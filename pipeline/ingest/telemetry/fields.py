@@ -279,12 +279,14 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
         mask = f"coalesce({mask}, {BAD_MASK})" if flag_bad else mask
         return f"(CASE WHEN {marker} THEN NULL ELSE {mask} END)"
     if kind in ("num", "auto"):
-        # Letters first go to the Yes/No words; only number-like text is cast (a failing
-        # cast is slow, and markers or words on every row are common).
+        # A digit, sign or point first (most cells: one test, then the cast); then markers;
+        # letters go to the Yes/No words; only number-like text is cast (a failing cast is
+        # slow, and markers or words on every row are common).
         word, num = bool_sql(v), f"TRY_CAST({_unitless(v, f.unit)} AS DOUBLE)"
         if flag_bad:
             word, num = f"coalesce({word}, {BAD_NUMBER})", f"coalesce({num}, {BAD_NUMBER})"
-        return f"(CASE WHEN {marker} THEN NULL WHEN ascii({v}) >= 65 THEN {word} ELSE {num} END)"
+        return (f"(CASE WHEN ascii({v}) BETWEEN 43 AND 57 THEN {num} WHEN {marker} THEN NULL "
+                f"WHEN ascii({v}) >= 65 THEN {word} ELSE {num} END)")
     return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
 
 
