@@ -35,7 +35,7 @@ _cells = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(cells=st.lists(_cells, min_size=1, max_size=20))
 def test_python_twins_agree_with_the_sql(cells):
     con = duckdb.connect()
@@ -47,7 +47,7 @@ def test_python_twins_agree_with_the_sql(cells):
         assert is_time(cell) == time, cell
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.lists(_cells, min_size=len(FIELDS), max_size=len(FIELDS)), min_size=1, max_size=6))
 def test_a_header_fits_the_lines_it_loads_without_rejects(tmp_path, rows):
     """The header plan fits a header to a headerless file's lines with the loader's own

@@ -269,7 +269,8 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
     marker = marker_sql(v, null=flag_bad)
     if kind == "ts":
         fmts = ", ".join(literal(x) for x in TIMESTAMP_FORMATS)
-        return f"try_strptime({v}, [{fmts}])"
+        # Every format starts with the year's digits; DuckDB would also read 'infinity'.
+        return f"(CASE WHEN ascii({v}) BETWEEN 48 AND 57 THEN try_strptime({v}, [{fmts}]) END)"
     if kind == "int":  # (a bare cast would round '1.5' to 2)
         return f"(CASE WHEN regexp_full_match({v}, {literal(INT_PATTERN)}) THEN TRY_CAST({v} AS INTEGER) END)"
     if kind == "pci":
