@@ -148,14 +148,27 @@ def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[
 def fits(fields: Sequence[Field], sample: Sequence[str]) -> bool:
     """Whether the data lines ``sample`` read under ``fields``: each has its number of
     cells (one cut line allowed) and nine in ten of those read cell by cell."""
+    return fits_many(fields, [sample])[0]
+
+
+def fits_many(fields: Sequence[Field], samples: Sequence[Sequence[str]]) -> list[bool]:
+    """:func:`fits` for many files' samples, their cells read by one SQL statement (a
+    copytruncate host has a headerless file a day: one statement per header, not per file)."""
     n = len(fields)
-    whole = [[c.strip() for c in s.split(",")] for s in sample]
-    whole = [cells for cells in whole if len(cells) == n]
-    if not whole or len(whole) < len(sample) - 1:
-        return False
-    plausible = [all(_text_fits(f, c) for f, c in zip(fields, cells)) for cells in whole]
-    good = sum(a and b for a, b in zip(plausible, values_read(fields, whole)))
-    return good * 10 >= len(whole) * 9
+    wholes = []
+    for sample in samples:
+        whole = [[c.strip() for c in s.split(",")] for s in sample]
+        whole = [cells for cells in whole if len(cells) == n]
+        wholes.append(whole if whole and len(whole) >= len(sample) - 1 else [])
+    rows = [cells for whole in wholes for cells in whole]
+    read = values_read(fields, rows) if rows else []
+    out, k = [], 0
+    for whole in wholes:
+        ok = read[k:k + len(whole)]
+        k += len(whole)
+        good = sum(r and all(_text_fits(f, c) for f, c in zip(fields, cells)) for cells, r in zip(whole, ok))
+        out.append(bool(whole) and good * 10 >= len(whole) * 9)
+    return out
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,7 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
     file that wrote one), else ``configured``.
     """
     out: list[Start] = []
+    fitted = _fit_all(files)
     for i, f in enumerate(files):
         if f.starts_with_header:
             out.append(Start(f.own_first, f.key))
@@ -208,12 +222,23 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
         if (before or after) and not f.lines():  # no data line before its header: nothing to guess for
             pick = Start(None, None)
         for flds, key in before + after:
-            if pick is None and fits(flds, f.lines()):
+            if pick is None and fitted[(tuple(flds), i)]:
                 pick = Start(flds, key)
         if pick is None:
             pick = Start(configured, "config" if configured else None)
         out.append(pick)
     return out
+
+
+def _fit_all(files: Sequence[HostFile]) -> dict[tuple[tuple[Field, ...], int], bool]:
+    """Whether each header of the host fits each headerless file's lines: (fields, file
+    position) -> bool, one statement per header (:func:`fits_many`)."""
+    headers = {tuple(h) for g in files for h in (g.own_last, g.own_first) if h}
+    todo = [i for i, f in enumerate(files) if not f.starts_with_header]
+    if not headers or not todo:
+        return {}
+    samples = [files[i].lines() for i in todo]
+    return {(h, i): ok for h in headers for i, ok in zip(todo, fits_many(list(h), samples))}
 
 
 def from_cells(text: str | None) -> list[Field] | None:
