@@ -361,12 +361,13 @@ def run(ctx) -> None:
             plan.append((path, host_dir.name, prev))
             prev = path
     state: dict[Path, list[Field] | None] = {}
+    key_of = functools.cache(ctx.file_key)  # (a file's registry key resolves its path: once a run)
 
     def before(host: str, prev: Path | None) -> list[Field] | None:
         if prev is not None:
             if prev in state:
                 return state[prev] or configured_fields(ctx.cfg, host)
-            reg = wh.registered(STAGE, ctx.file_key(prev))
+            reg = wh.registered(STAGE, key_of(prev))
             if reg:
                 rows = wh.engine.rows(f"SELECT last_fields FROM smi_headers WHERE file_id = {literal(reg['file_id'])}",
                                       step="smi: a file's last header")
@@ -401,14 +402,14 @@ def run(ctx) -> None:
         paths = [path for path, _, _ in entries]
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
-        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of)
+        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of)
 
     results = ingest(plan)
-    results.update(_settle_headers(ctx, plan, planned, ingest, results))
+    results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
-def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult]) -> dict[Path, FileResult]:
+def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of) -> dict[Path, FileResult]:
     """Read every file that starts without a header with the header
     :func:`~pipeline.ingest.telemetry.header_plan.plan_starts` picks for it from all the host's files
     present now, and record the pick (``smi_headers.header_from``).
@@ -431,7 +432,7 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     why: dict[int, str] = {}
     record: list[tuple[int, str | None, str]] = []  # (file_id, header_from, own_first)
     for host, entries in by_host.items():
-        keys = [ctx.file_key(p) for p, _ in entries]
+        keys = [key_of(p) for p, _ in entries]
         if any(k not in reg for k in keys):
             continue  # a file the registry lacks was not loaded: nothing to settle against
         if all(results[p].status == "unchanged" and reg[k][4] is not None for (p, _), k in zip(entries, keys)):
@@ -487,7 +488,8 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     return out
 
 
-def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None) -> dict[Path, FileResult]:
+def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
+                    key_of=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
     :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
     returns each file's result (``reload``: even the unchanged ones are loaded again)."""
@@ -527,7 +529,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
             return out
 
         paths = [path for path, _, _ in chunk]
-        keys = [ctx.file_key(p) for p in paths]
+        keys = [(key_of or ctx.file_key)(p) for p in paths]
         results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys, reload=keys if reload else ())))
     return results
 
