@@ -41,7 +41,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def _written_rows(folder: Path) -> int:
-    from pipeline.ingest.smi_fields import header_fields
+    from pipeline.ingest.telemetry.fields import header_fields
 
     return sum(1 for p in folder.iterdir() for x in _lines(p) if x.strip() and header_fields(x) is None)
 

@@ -9,8 +9,7 @@ peak RSS is that method's own):
 - ``pandas``: a straightforward pandas implementation (chunked ``read_csv``, units stripped
   with ``.str``, ``to_numeric``/``to_datetime``, group by GPU and hour);
 - ``fleetfault``: the smi stage of ``fleetfault run`` on the file, into a fresh warehouse
-  (registry and sha256, the C reader or DuckDB's, cleaning, hourly facts, insert, ``gpu_days``);
-  ``fleetfault_duckdb`` (optional): the same with the C reader off.
+  (registry and sha256, DuckDB's reader, cleaning, hourly facts, insert, ``gpu_days``).
 
 Writes its section of ``bench/RESULTS.md``. Usage::
 
@@ -142,7 +141,8 @@ def m_fleetfault(path: Path) -> int:
     import tempfile
 
     from pipeline.config import config_from_dict
-    from pipeline.ingest import smi
+    from pipeline.ingest.telemetry import derive_gpu_days
+    from pipeline.ingest.telemetry import stage as smi
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse
 
@@ -152,32 +152,29 @@ def m_fleetfault(path: Path) -> int:
         (data / "telemetry" / "bench" / path.name).symlink_to(path.resolve())
         ctx = RunContext(config_from_dict({}), wh, data, Path(d) / "out")
         smi.run(ctx)
+        derive_gpu_days(wh)
         rep = ctx.report("smi")
         assert rep.rows_quarantined == 0 and rep.files == 1, rep
         return rep.rows_read
 
 
-def m_fleetfault_duckdb(path: Path) -> int:
-    """:func:`m_fleetfault` with the C reader off: DuckDB's reader and SQL cleaning."""
-    os.environ["FLEETFAULT_SMI_NATIVE"] = "0"
-    return m_fleetfault(path)
-
-
-def stage_on_files(data: Path) -> dict:
-    """The smi stage on a data folder (after the inventory stage) in a fresh warehouse."""
+def stage_on_files(data: Path, config: Path | None = None) -> dict:
+    """The smi stage on a data folder (after the inventory stage) in a fresh warehouse,
+    with ``config`` (default: the repository's fleetfault.toml)."""
     import tempfile
 
     from pipeline.config import load_config
-    from pipeline.run import STAGES, RunContext, resolve_stage
+    from pipeline.run import DERIVED, STAGES, RunContext, resolve_stage
     from pipeline.warehouse import Warehouse
 
     stages = dict(STAGES)
-    cfg = load_config(HERE.parent / "fleetfault.toml")
+    cfg = load_config(config or HERE.parent / "fleetfault.toml")
     with tempfile.TemporaryDirectory() as d, Warehouse(Path(d) / "w.duckdb") as wh:
         ctx = RunContext(cfg, wh, data, Path(d) / "out")
         resolve_stage(stages["inventory"])(ctx)
         cpu, wall = time.process_time(), time.perf_counter()
         resolve_stage(stages["smi"])(ctx)
+        resolve_stage(DERIVED["smi"])(wh)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         rep = ctx.report("smi")
         return {"files": rep.files, "rows_read": rep.rows_read, "rows_quarantined": rep.rows_quarantined,
@@ -187,8 +184,7 @@ def stage_on_files(data: Path) -> dict:
                 "code": str(Path(sys.modules["pipeline"].__file__).parent.parent)}
 
 
-METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault,
-           "fleetfault_duckdb": m_fleetfault_duckdb}
+METHODS = {"floor": m_floor, "duckdb_bare": m_duckdb_bare, "pandas": m_pandas, "fleetfault": m_fleetfault}
 
 
 def one(method: str, path: Path) -> dict:
@@ -239,7 +235,7 @@ def write_results(res: dict[str, dict], path: Path, size: int, command: str, *, 
         "| method | median s | runs | median CPU s | MB/s | peak RSS MiB | load |",
         "|---|---|---|---|---|---|---|",
     ]
-    for m in [m for m in ("floor", "duckdb_bare", "pandas", "fleetfault", "fleetfault_duckdb") if m in res]:
+    for m in [m for m in ("floor", "duckdb_bare", "pandas", "fleetfault") if m in res]:
         r = res[m]
         lines.append(f"| {m} | {r['seconds']:.2f} | {r['runs']} | {r['cpu_seconds']:.2f} | "
                      f"{size / 2**20 / r['seconds']:.0f} | {r['peak_rss'] / 2**20:.0f} | {r['load_avg']} |")
@@ -255,9 +251,6 @@ def write_results(res: dict[str, dict], path: Path, size: int, command: str, *, 
         f"- pandas / fleetfault: **{ratio_pd:.1f}x** faster (target >= 6x: {'met' if ratio_pd >= 6 else 'NOT met'})",
         f"- fleetfault peak RSS / input: **{rss_ratio:.2f}** (target <= 0.5: {'met' if rss_ratio <= 0.5 else 'NOT met'})",
         "- fleetfault's time includes its imports, the registry's sha256 of the file, the insert and the gpu_days rebuild.",
-        *([f"- the C reader: fleetfault_duckdb (the same stage with it off: DuckDB's reader and SQL cleaning) / "
-           f"fleetfault = **{res['fleetfault_duckdb']['seconds'] / ff['seconds']:.1f}x** wall, "
-           f"{res['fleetfault_duckdb']['cpu_seconds'] / ff['cpu_seconds']:.1f}x CPU"] if "fleetfault_duckdb" in res else []),
         "",
         "",
     ]

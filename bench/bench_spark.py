@@ -65,8 +65,8 @@ def run_duckdb(data: Path, work: Path) -> dict:
 
 
 def _warm(batches):
-    import pipeline.ingest.smi  # noqa: F401
-    import pipeline.ingest.xid  # noqa: F401
+    import pipeline.ingest.telemetry  # noqa: F401
+    import pipeline.ingest.kernel  # noqa: F401
 
     yield from batches
 

@@ -268,9 +268,9 @@ def _reconcile(loaded, what: str) -> None:
 
 
 def run_smi(path: Path, rng: random.Random, ctx: dict) -> list[str]:
-    from pipeline.ingest.smi import load_file, parse_smi_files
-    from pipeline.ingest.smi_batch import load_files
-    from pipeline.ingest.smi_fields import parse_fields
+    from pipeline.ingest.telemetry import load_file, parse_smi_files
+    from pipeline.ingest.telemetry.batch import load_files
+    from pipeline.ingest.telemetry.fields import parse_fields
 
     fields = rng.choice([None, parse_fields("timestamp,index,temperature.gpu,power.draw"), ctx.get("smi_fields")])
 
@@ -320,7 +320,7 @@ RUNNERS = {"smi": run_smi, "kernel": run_kernel, "tickets": run_tickets, "invent
 
 def _context() -> dict:
     from pipeline.config import load_config
-    from pipeline.ingest.smi_fields import parse_fields
+    from pipeline.ingest.telemetry.fields import parse_fields
 
     return {"cfg": load_config(ROOT / "fleetfault.toml"),
             "smi_fields": parse_fields("timestamp,name,pci.bus_id,serial,uuid,index,temperature.gpu")}

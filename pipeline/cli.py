@@ -37,7 +37,7 @@ _COMMAND_MODULES: list[str] = [
     "pipeline.report.commands",
     "pipeline.stats.commands",
     "pipeline.ingest.kernel.commands",
-    "pipeline.ingest.smi_commands",
+    "pipeline.ingest.telemetry.commands",
     "pipeline.ingest.tickets.commands",
     "pipeline.predict.commands",
     "pipeline.simulate.commands",

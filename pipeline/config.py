@@ -493,7 +493,7 @@ def _check_boot_times(boot_times: Mapping[str, str], problems: list[str]) -> Non
 
 def _check_fields(names: tuple[str, ...], where: str, problems: list[str]) -> None:
     """A headerless file's field list: one nvidia-smi field per item, each once, with the timestamp."""
-    from pipeline.ingest.smi_fields import field_from_name  # the telemetry reader's names and aliases
+    from pipeline.ingest.telemetry.fields import field_from_name  # the telemetry reader's names and aliases
 
     if any(not n.strip() or "," in n for n in names):
         problems.append(f"{where}: one field name per item, none blank, got {list(names)!r}")

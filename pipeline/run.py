@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 #: (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
     ("inventory", "pipeline.ingest.inventory:run"),
-    ("smi", "pipeline.ingest.smi:run"),
+    ("smi", "pipeline.ingest.telemetry:run"),
     ("xid", "pipeline.ingest.kernel:run"),
     ("tickets", "pipeline.ingest.tickets:run"),
     ("normalize", "pipeline.normalize.stage:run"),
@@ -38,8 +38,12 @@ STAGES: list[tuple[str, str]] = [
     ("predict", "pipeline.predict.stage:run"),
     ("report", "pipeline.report.stage:run"),
 ]
-#: Derived tables rebuilt right after a stage, from its outputs and those before it.
-DERIVE_AFTER: dict[str, str] = {"xid": "pipeline.link.xid:derive"}
+#: Tables derived right after a stage from all it has loaded (and the stages before it):
+#: stage -> "module:function(ctx) -> rows written".
+DERIVE_AFTER: dict[str, str] = {
+    "smi": "pipeline.ingest.telemetry.gpu_days:derive",
+    "xid": "pipeline.link.xid:derive",
+}
 
 
 class StageFailed(FleetfaultError):
@@ -230,7 +234,7 @@ def run_pipeline(
                 try:
                     resolve_stage(target)(ctx)
                     if name in DERIVE_AFTER:
-                        resolve_stage(DERIVE_AFTER[name])(ctx)
+                        ctx.report(name).rows_out = resolve_stage(DERIVE_AFTER[name])(ctx)
                 except _USER_ERRORS:
                     raise
                 except Exception as exc:  # a bug or a broken input: one line, the details in the log

@@ -28,6 +28,7 @@ import duckdb
 from pipeline.engine import DuckDBEngine, Engine
 from pipeline.errors import EngineError, FleetfaultError, SchemaError
 from pipeline.schemas import TableSchema, all_schemas
+from pipeline.vocab.sql import ident, literal
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class Warehouse:
             except (ValueError, OSError, AttributeError):
                 return
         try:
-            self.con.execute(f"SET memory_limit = '{limit}'")
+            self.con.execute(f"SET memory_limit = {literal(limit)}")
         except duckdb.Error as exc:
             raise FleetfaultError(f"FLEETFAULT_DUCKDB_MEMORY={limit!r} is not a DuckDB memory size (e.g. 8GB): {exc}") from None
 
@@ -270,31 +271,6 @@ class Warehouse:
         rows = self._sql(sql, params, step=step)
         return rows[0][0] if rows else None
 
-    # -- remaining only for the nvidia-smi and kernel ingest lanes (pipeline/ingest/smi*.py,
-    # xid*.py) and for tests written against them, which move to ``wh.engine`` on their
-    # branches: the integrator deletes these four after merging. No stage may call them.
-    def sql(self, sql: str, params: list | dict | None = None, *, step: str = "sql") -> list[tuple]:
-        """Deprecated second facade (see above): use ``wh.engine.rows``."""
-        return self._sql(sql, params, step=step)
-
-    def pl(self, sql: str, params=None, *, step: str = "query"):
-        """Deprecated second facade (see above): use ``wh.engine.pl``."""
-        try:
-            return self.con.sql(sql, params=params).pl()
-        except duckdb.Error as exc:
-            raise EngineError(step, sql, exc) from None
-
-    def df(self, sql: str, params=None, *, step: str = "query"):
-        """Deprecated second facade (see above): use ``wh.engine.pandas``."""
-        try:
-            return self.con.sql(sql, params=params).df()
-        except duckdb.Error as exc:
-            raise EngineError(step, sql, exc) from None
-
-    def scalar(self, sql: str, params=None, *, step: str = "query"):
-        """Deprecated second facade (see above): use ``wh.engine.scalar``."""
-        return self._scalar(sql, params, step=step)
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One transaction; nested use joins the outer one."""
@@ -325,8 +301,8 @@ class Warehouse:
         view = f"_insert_{table}"
         self.con.register(view, data)
         try:
-            cols = ", ".join(f'"{c}"' for c in columns)
-            self._sql(f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM "{view}"', step=f"insert {table}")
+            cols = ", ".join(ident(c) for c in columns)
+            self._sql(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM {ident(view)}", step=f"insert {table}")
         finally:
             self.con.unregister(view)
         return n
@@ -340,7 +316,7 @@ class Warehouse:
         """Delete every row of a declared table (inside the caller's transaction, if any)."""
         if table not in self.schemas:
             raise SchemaError(f"no table {table!r} declared in pipeline/declared/tables/")
-        self._sql(f'DELETE FROM "{table}"', step=f"clear {table}")
+        self._sql(f"DELETE FROM {ident(table)}", step=f"clear {table}")
 
     # -- file registry ---------------------------------------------------------------
     def registered(self, stage: str, path: str) -> dict | None:

@@ -231,7 +231,7 @@ def test_an_inventory_date_past_the_calendar_end_is_quarantined(tmp_path):
 
 
 def test_a_telemetry_gzip_cut_short_keeps_the_lines_before_the_cut(tmp_path):
-    from pipeline.ingest.smi import load_file
+    from pipeline.ingest.telemetry import load_file
 
     text = "\n".join([SMI_HEADER] + [SMI_LINE.format(m=i % 60).replace("644.56", f"{600 + i % 97}.{i:05d}")
                                      for i in range(20000)]) + "\n"

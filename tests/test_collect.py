@@ -151,8 +151,8 @@ def test_no_bindings_or_driver_is_one_clear_line(monkeypatch, capsys):
 
 def test_collector_output_ingests_like_nvidia_smi(tmp_path):
     """The files it writes go through the real ingest parsers and give the expected rows."""
-    from pipeline.ingest.smi import parse_smi_files
     from pipeline.ingest.kernel.stage import parse_xid_files
+    from pipeline.ingest.telemetry import parse_smi_files
 
     nv = FakeNVML(_gpus(), events=[(1, 48)])
     col = Collector(nv, tmp_path, host="gpu-node-07", interval=0.0,

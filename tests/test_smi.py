@@ -10,9 +10,10 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline.ingest import smi, smi_native
-from pipeline.ingest.smi import load_file, parse_smi_files
-from pipeline.ingest.smi_fields import header_fields, parse_fields
+from pipeline.ingest.telemetry import batch, derive_gpu_days
+from pipeline.ingest.telemetry import stage as smi
+from pipeline.ingest.telemetry import load_file, parse_smi_files
+from pipeline.ingest.telemetry.fields import header_fields, parse_fields
 
 HEADER = ("timestamp, index, name, serial, uuid, pci.bus_id, driver_version, temperature.gpu, "
           "utilization.gpu [%], memory.used [MiB], power.draw [W], clocks.sm [MHz], fan.speed [%], "
@@ -33,6 +34,17 @@ def write(path: Path, *lines: str, end: str = "\n", bom: bool = False, gz: bool 
     raw = data.encode("utf-8")
     path.write_bytes(gzip.compress(raw) if gz else raw)
     return path
+
+
+def only_line_by_line(m):
+    """Turn the fast path off (``m``: a monkeypatch): every file is read line by line."""
+    m.setattr(batch, "fast_batch", lambda con, items, *a, **k: [None] * len(items))
+
+
+def run_smi(ctx):
+    """The smi stage and the derivation the nightly job runs after it."""
+    smi.run(ctx)
+    derive_gpu_days(ctx.wh)
 
 
 def parse(*paths, **kw):
@@ -164,17 +176,15 @@ def test_fast_and_exact_paths_agree(tmp_path, monkeypatch):
     lines = [line(ts=f"2026/07/03 {h:02d}:{m:02d}:00.000", idx=i, temp=str(40 + m % 7), ecc=str(m // 20))
              for h in (22, 23) for m in range(0, 60, 10) for i in (0, 1)]
     f = write(tmp_path / "h" / "a.csv", HEADER, *lines)
-    native_used = []
-    real_native = smi_native.hourly
-    monkeypatch.setattr(smi_native, "hourly", lambda *a, **k: native_used.append(r := real_native(*a, **k)) or r)
-    native_loaded, native = _hourly(f)
-    assert native_used[0] is not None or not smi_native.available()  # the C reader took this clean file
-    monkeypatch.setattr(smi_native, "hourly", lambda *a, **k: None)
-    fast_loaded, fast = _hourly(f)  # DuckDB's reader
-    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
+    taken = []
+    real = batch.fast_batch
+    monkeypatch.setattr(batch, "fast_batch", lambda *a, **k: taken.extend(r := real(*a, **k)) or r)
+    fast_loaded, fast = _hourly(f)  # one DuckDB read_csv
+    assert taken and taken[0] is not None
+    only_line_by_line(monkeypatch)
     exact_loaded, exact = _hourly(f)  # line by line
-    assert native_loaded.rows_loaded == fast_loaded.rows_loaded == exact_loaded.rows_loaded == 24
-    assert native.equals(exact) and fast.equals(exact)
+    assert fast_loaded.rows_loaded == exact_loaded.rows_loaded == 24
+    assert fast.equals(exact)
     assert fast["samples"].to_list() == [6, 6, 6, 6] and fast["ecc_corrected_delta"].to_list() == [2, 2, 2, 2]
 
 
@@ -212,8 +222,8 @@ def test_gpu_days_coverage_from_the_sampling_interval(tmp_path, wh):
     hourly.insert(30, f"{stamp(t0 + timedelta(hours=29, seconds=6))}, 1, SN-HOURLY, 40")  # a pair 1 s apart
     sparse = [f"{stamp(t0 + timedelta(hours=h))}, 2, SN-SPARSE, 40" for h in (0, 1, 2, 3, 30)]
     write(data / "telemetry" / "h1" / "gpu.csv", hdr, *sorted(fast + hourly + sparse))
-    smi.run(_ctx(tmp_path, wh, data))
-    got = {(k, d.isoformat()): round(c, 4) for k, d, c in wh.sql("SELECT gpu_key, day, coverage FROM gpu_days")}
+    run_smi(_ctx(tmp_path, wh, data))
+    got = {(k, d.isoformat()): round(c, 4) for k, d, c in wh.con.execute("SELECT gpu_key, day, coverage FROM gpu_days").fetchall()}
     assert got[("SN-FAST", "2026-07-03")] == round(720 * 10 / 86400, 4)  # 2 of 24 hours
     assert got[("SN-HOURLY", "2026-07-03")] == 1.0
     assert got[("SN-HOURLY", "2026-07-04")] == 1.0  # (was 2.2e-5: the pair's 1 s taken for the interval)
@@ -240,29 +250,29 @@ def test_stage_gpu_days_ecc_resets_and_idempotence(tmp_path, wh):
 
     ctx = _ctx(tmp_path, wh, data)
     inventory_run(ctx)
-    smi.run(ctx)
+    run_smi(ctx)
     rep = ctx.report("smi")
     assert (rep.files, rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (2, 5, 5, 0)
-    days = wh.pl("SELECT * FROM gpu_days ORDER BY gpu_key")
+    days = wh.engine.pl("SELECT * FROM gpu_days ORDER BY gpu_key", step="test")
     assert days["gpu_key"].to_list() == ["SN-LINKED", "SN0"]
     sn0 = days.row(1, named=True)
     assert sn0["day"].isoformat() == "2026-07-03" and sn0["samples"] == 4
     assert sn0["ecc_corrected_delta"] == 2 + 3  # 5->7, then reset to 0 and up to 3
     assert sn0["temp_min"] == 40 and sn0["temp_max"] == 60 and sn0["temp_mean"] == 50
     assert sn0["throttle_thermal_share"] == 0.25 and sn0["throttle_power_share"] == 0.25
-    hours = wh.sql("SELECT hour FROM smi_hourly WHERE serial = 'SN0' ORDER BY hour")
+    hours = wh.con.execute("SELECT hour FROM smi_hourly WHERE serial = 'SN0' ORDER BY hour").fetchall()
     assert hours[0][0] == datetime(2026, 7, 3, 2)  # Shanghai 10:00 -> 02:00 UTC
 
     ctx2 = _ctx(tmp_path, wh, data)
-    smi.run(ctx2)
+    run_smi(ctx2)
     assert ctx2.report("smi").unchanged == 2
-    assert wh.scalar("SELECT count(*) FROM gpu_days") == 2
+    assert wh.con.execute("SELECT count(*) FROM gpu_days").fetchall()[0][0] == 2
     # A changed file replaces its rows (and still continues the rotated file's header).
     write(live, "2026/07/03 11:00:00.000, 0, SN0, 50, 1, 0x0000000000000004")
     ctx3 = _ctx(tmp_path, wh, data)
-    smi.run(ctx3)
+    run_smi(ctx3)
     assert ctx3.report("smi").rows_loaded == 1 and ctx3.report("smi").rows_quarantined == 0
-    assert wh.scalar("SELECT samples FROM gpu_days WHERE gpu_key = 'SN0'") == 3
+    assert wh.con.execute("SELECT samples FROM gpu_days WHERE gpu_key = 'SN0'").fetchall()[0][0] == 3
 
 
 def test_rotation_order_is_oldest_first():
@@ -302,24 +312,23 @@ def test_keep_samples_writes_parquet_by_day(tmp_path, wh):
     data = tmp_path / "data"
     write(data / "telemetry" / "h1" / "gpu.csv", HEADER, line(ts="2026/07/03 23:59:59.000"), line(ts="2026/07/04 00:00:01.000"))
     cfg = config_from_dict({"telemetry": {"keep_samples": True, "samples_dir": str(tmp_path / "samples")}})
-    smi.run(RunContext(cfg, wh, data, tmp_path / "out"))
+    run_smi(RunContext(cfg, wh, data, tmp_path / "out"))
     days = sorted(p.parent.name for p in (tmp_path / "samples").glob("day=*/*.parquet"))
     assert days == ["day=2026-07-03", "day=2026-07-04"]
     assert pl.read_parquet(tmp_path / "samples" / "day=2026-07-04" / "h1__gpu.csv.parquet")["power_draw"].to_list() == [627.4]
 
 
 def test_truncated_last_line_stays_on_the_fast_path(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLEETFAULT_SMI_NATIVE", "0")  # DuckDB's reader (test_smi_native: the C one)
     f = write(tmp_path / "h" / "a.csv", HEADER, line(), line(idx=1), end="\r\n")
     f.write_bytes(f.read_bytes() + line(idx=2)[:50].encode())  # the logger was killed mid-line
     taken = []
-    real = smi._fast_path
-    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: taken.append(r := real(*a, **k)) or r)
+    real = batch.fast_batch
+    monkeypatch.setattr(batch, "fast_batch", lambda *a, **k: taken.extend(r := real(*a, **k)) or r)
     fast, _ = _hourly(f)
     assert taken and taken[0] is not None
     assert [(r.line_no, r.reason) for r in fast.rejects] == [(4, "truncated_line")]
     assert fast.rows_read == 3 and fast.rows_loaded == 2
-    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
+    only_line_by_line(monkeypatch)
     exact, _ = _hourly(f)
     assert [(r.line_no, r.reason, r.raw) for r in exact.rejects] == [(r.line_no, r.reason, r.raw) for r in fast.rejects]
 
@@ -344,47 +353,50 @@ def test_nvidia_smi_error_messages_are_quarantined_under_their_own_reasons(tmp_p
 
     fast, _ = _hourly(f)
     assert got(fast.rejects) == want and fast.rows_read == 8 and fast.rows_loaded == 2
-    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: None)
+    only_line_by_line(monkeypatch)
     exact, _ = _hourly(f)
     assert got(exact.rejects) == want
     _, rejects = parse(f, tz="UTC")
     assert [(r.line_no, r.reason) for r in rejects] == [w[:2] for w in want]
 
 
-def test_a_lone_carriage_return_is_one_line_as_on_the_exact_path(tmp_path):
-    # DuckDB's reader ends a line at a lone CR; the line-by-line path (and `wc -l`) does not.
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_lone_carriage_return_ends_a_line_on_both_paths(tmp_path, monkeypatch, fast):
+    # Old Mac tools end lines with a lone CR; DuckDB's reader and the line-by-line path
+    # both end a line there, so such a file is read, not one long quarantined line.
+    if not fast:
+        only_line_by_line(monkeypatch)
     f = tmp_path / "h" / "a.csv"
     f.parent.mkdir()
-    f.write_bytes(b"x\ry")  # (NUL bytes around the CR would make it a file of NUL padding: empty_file)
-    loaded, _ = _hourly(f, fields=parse_fields("timestamp,index,temperature.gpu"))
-    assert loaded.rows_read == 1 and [r.reason for r in loaded.rejects] == ["truncated_line"]
+    # (the last line, unterminated, has a comma without its space: cells are split at commas)
+    f.write_bytes(b"2026/07/03 22:10:46.109, 0, 45\r2026/07/03 22:10:47.109, 0, 46\r2026/07/03 22:10:48.109, 0,4")
+    loaded, hourly = _hourly(f, fields=parse_fields("timestamp,index,temperature.gpu"))
+    assert (loaded.rows_read, loaded.rows_loaded, loaded.rejects) == (3, 3, [])
+    assert hourly["temp_max"].to_list() == [46] and hourly["temp_min"].to_list() == [4]
+    g = tmp_path / "h" / "b.csv"
+    g.write_bytes(b"x\ry")
+    loaded, _ = _hourly(g, fields=parse_fields("timestamp,index,temperature.gpu"))
+    assert loaded.rows_read == 2 and [r.reason for r in loaded.rejects] == ["truncated_line"] * 2
 
 
-def test_typed_columns_follow_the_first_data_line():
-    from pipeline.ingest.smi_facts import typed_columns
-
-    fields = header_fields(HEADER)
-    types, fmt = typed_columns(fields, line(), ", ")
-    names = {fields[i].name: t for i, t in types.items()}
-    # plain numbers, the mask and the time are typed; the index (a text group key), units,
-    # words, markers and fields the facts do not use are not
-    assert names == {"timestamp": "TIMESTAMP", "temperature.gpu": "DOUBLE", "clocks_throttle_reasons.active": "BIGINT",
-                     "ecc.errors.corrected.volatile.total": "DOUBLE", "ecc.errors.uncorrected.volatile.total": "DOUBLE"}
-    assert fmt == "%Y/%m/%d %H:%M:%S.%f"
-    assert typed_columns(fields, line()[:40], ", ") == ({}, None)  # a short line types nothing
+def test_mixed_line_ends_read_alike(tmp_path, monkeypatch):
+    lines = [line(ts=f"2026/07/03 22:{m:02d}:00.000", idx=i) for m in range(4) for i in (0, 1)]
+    f = tmp_path / "h" / "a.csv"
+    f.parent.mkdir()
+    f.write_bytes(("\r\n".join([HEADER] + lines[:3]) + "\n" + "\r".join(lines[3:]) + "\n").encode())
+    fast, fast_rows = _hourly(f)
+    only_line_by_line(monkeypatch)
+    exact, exact_rows = _hourly(f)
+    assert fast.rows_loaded == exact.rows_loaded == 8 and not fast.rejects and fast_rows.equals(exact_rows)
 
 
-def test_a_marker_in_a_typed_column_reads_the_file_again_as_text(tmp_path, monkeypatch):
-    # The first line types temperature.gpu as a number; a GPU lost later prints a marker there.
-    # (DuckDB's reader: the native one, which reads markers itself, is turned off.)
-    monkeypatch.setenv("FLEETFAULT_SMI_NATIVE", "0")
+def test_a_marker_mid_file_stays_on_the_fast_path(tmp_path, monkeypatch):
+    # A GPU lost later prints a marker where the first lines had numbers: cells are text
+    # until the one SQL cleaning reads them, so the file is not read line by line.
     f = write(tmp_path / "h" / "a.csv", HEADER, line(), line(idx=1, temp="[GPU is lost]", ecc="[GPU is lost]"),
               line(ts="2026/07/03 22:10:47.109"))
-    calls = []
-    real = smi._fast_path
-    monkeypatch.setattr(smi, "_fast_path", lambda *a, **k: calls.append(k) or real(*a, **k))
+    monkeypatch.setattr(smi, "_line_by_line", lambda *a, **k: pytest.fail("read line by line"))
     loaded, hourly = _hourly(f)
-    assert [k.get("typed", True) for k in calls] == [True, False]  # typed, then as text: not line by line
     assert loaded.rows_loaded == 3 and not loaded.rejects
     assert hourly.filter(pl.col("gpu_index") == 1)["temp_n"].to_list() == [0]
     assert hourly.filter(pl.col("gpu_index") == 0)["temp_n"].to_list() == [2]
@@ -400,17 +412,17 @@ def test_headerless_file_is_loaded_once_its_hosts_header_arrives(tmp_path, wh):
 
     def run():
         ctx = _ctx(tmp_path, wh, data)
-        smi.run(ctx)
+        run_smi(ctx)
         rep = ctx.report("smi")
-        return rep, wh.sql("SELECT reason, count(*) FROM quarantine GROUP BY ALL")
+        return rep, wh.con.execute("SELECT reason, count(*) FROM quarantine GROUP BY ALL").fetchall()
 
     rep, quarantined = run()
     assert (rep.files, rep.rows_loaded, rep.rows_quarantined) == (1, 0, 2) and quarantined == [("no_header", 2)]
     write(data / "telemetry" / "h1" / "gpu.csv.1", hdr, "2026/07/03 10:00:00.000, 0, SN0, 40")
     rep, quarantined = run()
     assert (rep.files, rep.unchanged, rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (2, 0, 3, 3, 0)
-    assert quarantined == [] and wh.scalar("SELECT count(*) FROM files") == 2
-    assert wh.scalar("SELECT sum(samples) FROM gpu_days") == 3
+    assert quarantined == [] and wh.con.execute("SELECT count(*) FROM files").fetchall()[0][0] == 2
+    assert wh.con.execute("SELECT sum(samples) FROM gpu_days").fetchall()[0][0] == 3
     rep, quarantined = run()  # and the next run changes nothing
     assert (rep.files, rep.unchanged, rep.rows_loaded) == (2, 2, 0)
-    assert wh.scalar("SELECT sum(samples) FROM smi_hourly") == 3 and wh.scalar("SELECT count(*) FROM files") == 2
+    assert wh.con.execute("SELECT sum(samples) FROM smi_hourly").fetchall()[0][0] == 3 and wh.con.execute("SELECT count(*) FROM files").fetchall()[0][0] == 2

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.ingest import smi
-from pipeline.ingest.smi import load_file
-from pipeline.ingest.smi_batch import load_files
-from tests.test_smi import HEADER, _ctx, line, write
+from pipeline.ingest.telemetry import stage as smi
+from pipeline.ingest.telemetry import load_file
+from pipeline.ingest.telemetry.batch import load_files
+from tests.test_smi import HEADER, _ctx, line, run_smi, write
 
 SHORT = "timestamp, index, serial, temperature.gpu [C], ecc.errors.corrected.volatile.total"
 SUMS = ["samples", "temp_n", "temp_sum", "temp_max", "power_sum", "throttle_power", "ecc_corrected_delta"]
@@ -88,23 +88,23 @@ def test_stage_reloads_a_changed_headerless_file_between_unchanged_ones(tmp_path
     files = _host_files(data / "telemetry")
     (data / "inventory.csv").write_text("serial,model,vendor,host,slot,site,batch,installed_at,removed_at\n")
     ctx = _ctx(tmp_path, wh, data)
-    smi.run(ctx)
-    first = wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all())
+    run_smi(ctx)
+    first = wh.engine.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly", step="test").sort(pl.all())
     rep = ctx.report("smi")
     assert rep.files == len(files) and rep.rows_quarantined == 3
-    assert wh.sql("SELECT sum(rows_read) = sum(rows_loaded + rows_quarantined), count(*) FROM files") == [(True, 15)]
+    assert wh.con.execute("SELECT sum(rows_read) = sum(rows_loaded + rows_quarantined), count(*) FROM files").fetchall() == [(True, 15)]
 
     write(files[4], *_day(5)[:2])  # a05: headerless, its neighbours unchanged
     ctx2 = _ctx(tmp_path, wh, data)
-    smi.run(ctx2)
+    run_smi(ctx2)
     rep2 = ctx2.report("smi")
     assert (rep2.unchanged, rep2.rows_loaded) == (14, 2)
-    reloaded = wh.sql("SELECT h.samples FROM smi_hourly h JOIN files f USING (file_id) WHERE f.path LIKE '%a05.csv'")
+    reloaded = wh.con.execute("SELECT h.samples FROM smi_hourly h JOIN files f USING (file_id) WHERE f.path LIKE '%a05.csv'").fetchall()
     assert sum(r[0] for r in reloaded) == 2
-    assert wh.scalar("SELECT count(*) FROM files") == 15
+    assert wh.con.execute("SELECT count(*) FROM files").fetchall()[0][0] == 15
     write(files[4], *_day(5))
-    smi.run(_ctx(tmp_path, wh, data))
-    assert wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all()).equals(first)
+    run_smi(_ctx(tmp_path, wh, data))
+    assert wh.engine.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly", step="test").sort(pl.all()).equals(first)
 
 
 def test_new_files_are_hashed_while_loading_and_registered_with_their_digest(wh, tmp_path):
@@ -118,19 +118,16 @@ def test_new_files_are_hashed_while_loading_and_registered_with_their_digest(wh,
     assert wh.ingest_file("smi", files[0], one).status == "loaded"
     res = wh.ingest_batch("smi", files, lambda items: [one(p, fid) for p, fid in items])
     assert [r.status for r in res] == ["unchanged", "loaded", "loaded"]
-    registered = dict(wh.sql("SELECT path, sha256 FROM files"))
+    registered = dict(wh.con.execute("SELECT path, sha256 FROM files").fetchall())
     assert registered == {str(p): sha256_file(p) for p in files}
     assert [r.status for r in wh.ingest_batch("smi", files, lambda items: [])] == ["unchanged"] * 3
     assert wh.ingest_file("smi", files[1], one).status == "unchanged"
 
 
-def test_large_files_are_loaded_alone_not_copied_into_a_batch(tmp_path, monkeypatch):
-    from pipeline.ingest import smi_batch
-
+def test_a_large_file_is_read_in_its_batch_like_alone(tmp_path):
     h = tmp_path / "h1"
     files = [write(h / "b01.csv", HEADER, *_day(1)), write(h / "b02.csv", *(_day(2) * 30)),  # headerless, large
              write(h / "b03.csv", *_day(3)), write(h / "b04.csv", *_day(4))]
-    monkeypatch.setattr(smi_batch, "ALONE_BYTES", files[1].stat().st_size)
     items = [(p, k) for k, p in enumerate(files, 1)]
     one_by_one, fields = [], None
     for path, fid in items:
@@ -143,7 +140,7 @@ def test_large_files_are_loaded_alone_not_copied_into_a_batch(tmp_path, monkeypa
         return load_file(path, file_id, host="h1", tz="UTC", fields=flds)
 
     batched = load_files(items, host="h1", tz="UTC", fields=None, single=single)
-    assert alone == ["b02.csv"]  # streamed on its own; b03 and b04 continue its field list in a batch
+    assert alone == []  # one read_csv streams all four; b03 and b04 continue b02's field list
     for a, (b, fb) in zip(one_by_one, batched):
         assert (b.rows_read, b.rows_loaded, b.rejects) == (a.rows_read, a.rows_loaded, a.rejects)
         assert _facts(b).equals(_facts(a)) and fb is not None

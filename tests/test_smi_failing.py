@@ -7,10 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.ingest import smi, smi_native
-from pipeline.ingest.smi import load_file, parse_smi_files
-from pipeline.ingest.smi_batch import load_files
-from tests.test_smi import HEADER, _ctx, line, write
+from pipeline.ingest.telemetry import load_file, parse_smi_files
+from pipeline.ingest.telemetry.batch import load_files
+from tests.test_smi import HEADER, _ctx, line, only_line_by_line, run_smi, write
 
 
 def _lines() -> list[str]:
@@ -26,9 +25,10 @@ def _lines() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_one_file_counts_the_failing_samples(tmp_path, monkeypatch, native):
-    monkeypatch.setenv("FLEETFAULT_SMI_NATIVE", "1" if native else "0")
+@pytest.mark.parametrize("fast", [True, False])
+def test_one_file_counts_the_failing_samples(tmp_path, monkeypatch, fast):
+    if not fast:
+        only_line_by_line(monkeypatch)
     f = write(tmp_path / "h1" / "a.csv", HEADER, *_lines())
     loaded, _ = load_file(f, 1, host="h1", tz="UTC", fields=None)
     hourly = loaded.tables["smi_hourly"]
@@ -48,20 +48,6 @@ def test_batched_files_count_alike_and_reach_gpu_days(tmp_path, wh):
     res = load_files(items, host="h1", tz="UTC", fields=None,
                      single=lambda p, i, flds: load_file(p, i, host="h1", tz="UTC", fields=flds))
     assert sum(int(r[0].tables["smi_hourly"]["gpu_error_n"].sum()) for r in res) == 4
-    smi.run(_ctx(tmp_path, wh, data))
-    days = dict(wh.sql("SELECT gpu_index, gpu_error_samples FROM gpu_days"))
+    run_smi(_ctx(tmp_path, wh, data))
+    days = dict(wh.con.execute("SELECT gpu_index, gpu_error_samples FROM gpu_days").fetchall())
     assert days == {0: 0, 1: 4}
-
-
-def test_native_reader_leaves_failing_files_to_sql(tmp_path):
-    if not smi_native.available():
-        pytest.skip("the C reader is not built")
-    import duckdb
-
-    from pipeline.ingest.smi_fields import header_fields
-
-    f = write(tmp_path / "h1" / "a.csv", HEADER, *_lines())
-    clean = write(tmp_path / "h1" / "b.csv", HEADER, *[x for x in _lines() if "[GPU" not in x and "Unknown" not in x])
-    con = duckdb.connect()
-    assert smi_native.hourly(con, f, header_fields(HEADER), 1) is None
-    assert smi_native.hourly(con, clean, header_fields(HEADER), 1) is not None

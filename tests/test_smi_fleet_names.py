@@ -12,10 +12,11 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import smi
+from pipeline.ingest.telemetry import stage as smi
 from pipeline.vocab.hosts import host_key, host_key_sql
 from pipeline.ingest.inventory import run as inventory_run
-from pipeline.ingest.smi import parse_smi_files
+from pipeline.ingest.telemetry import parse_smi_files
+from tests.test_smi import run_smi
 
 MINIMAL = "timestamp, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
 SERIALS = ["SN-A0", "SN-A1", "SN-A2"]
@@ -56,16 +57,16 @@ def test_minimal_query_numbers_gpus_by_round_and_links_serials(tmp_path, wh):
     (folder / "gpu.csv").write_text(MINIMAL + "\n" + "\n".join(_minimal_rounds(bad=(0, 1))) + "\n")
     ctx = _ctx(tmp_path, wh, data)
     inventory_run(ctx)
-    smi.run(ctx)
+    run_smi(ctx)
     rep = ctx.report("smi")
     assert (rep.rows_read, rep.rows_loaded, rep.rows_quarantined) == (6, 5, 1)
-    days = wh.pl("SELECT gpu_key, gpu_index, host, samples, mem_used_max FROM gpu_days ORDER BY gpu_index")
+    days = wh.engine.pl("SELECT gpu_key, gpu_index, host, samples, mem_used_max FROM gpu_days ORDER BY gpu_index", step="test")
     assert days["gpu_key"].to_list() == SERIALS  # linked by host + slot, host spelled otherwise
     assert days["gpu_index"].to_list() == [0, 1, 2] and days["samples"].to_list() == [2, 1, 2]
     assert days["mem_used_max"].to_list() == [0, 1000, 2000]  # each GPU's own values, not a mix
     assert set(days["host"]) == {"node-1"}  # the stored host is the folder's, unchanged
     # The site (so the zone) is found through the host key too: Shanghai 10:00 -> 02:00 UTC.
-    assert wh.scalar("SELECT min(hour) FROM smi_hourly") == datetime(2026, 7, 3, 2)
+    assert wh.con.execute("SELECT min(hour) FROM smi_hourly").fetchall()[0][0] == datetime(2026, 7, 3, 2)
 
 
 def test_minimal_query_without_inventory_keys_by_host_and_index(tmp_path, wh):
@@ -74,8 +75,8 @@ def test_minimal_query_without_inventory_keys_by_host_and_index(tmp_path, wh):
     folder.mkdir(parents=True)
     (folder / "gpu.csv").write_text(MINIMAL + "\n" + "\n".join(_minimal_rounds()) + "\n")
     ctx = _ctx(tmp_path, wh, data)
-    smi.run(ctx)
-    keys = [r[0] for r in wh.sql("SELECT gpu_key FROM gpu_days ORDER BY gpu_key")]
+    run_smi(ctx)
+    keys = [r[0] for r in wh.con.execute("SELECT gpu_key FROM gpu_days ORDER BY gpu_key").fetchall()]
     assert keys == ["bus:stray/index0", "bus:stray/index1", "bus:stray/index2"]
 
 
@@ -85,11 +86,11 @@ def test_a_file_without_a_timestamp_field_is_quarantined(tmp_path, wh):
     folder.mkdir(parents=True)
     (folder / "gpu.csv").write_text("name, utilization.gpu [%]\nNVIDIA A100-SXM4-80GB, 5 %\nNVIDIA A100-SXM4-80GB, 7 %\n")
     ctx = _ctx(tmp_path, wh, data)
-    smi.run(ctx)
+    run_smi(ctx)
     assert ctx.report("smi").rows_quarantined == 2
-    reasons = wh.sql("SELECT DISTINCT reason FROM quarantine")
+    reasons = wh.con.execute("SELECT DISTINCT reason FROM quarantine").fetchall()
     assert reasons == [("no_timestamp",)]
-    assert wh.scalar("SELECT count(*) FROM gpu_days") == 0
+    assert wh.con.execute("SELECT count(*) FROM gpu_days").fetchall()[0][0] == 0
 
 
 def test_index_only_telemetry_links_to_an_upper_case_inventory_host(tmp_path, wh):
@@ -101,8 +102,8 @@ def test_index_only_telemetry_links_to_an_upper_case_inventory_host(tmp_path, wh
     (folder / "smi.csv").write_text("timestamp, index, temperature.gpu\n" + "\n".join(rows) + "\n")
     ctx = _ctx(tmp_path, wh, data)
     inventory_run(ctx)
-    smi.run(ctx)
-    assert [r[0] for r in wh.sql("SELECT serial FROM gpu_days ORDER BY gpu_index")] == SERIALS
+    run_smi(ctx)
+    assert [r[0] for r in wh.con.execute("SELECT serial FROM gpu_days ORDER BY gpu_index").fetchall()] == SERIALS
 
 
 _label = st.text("abcXYZ019-", min_size=1, max_size=8)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.ingest import smi
-from pipeline.ingest.smi_fields import parse_fields
-from pipeline.ingest.smi_headers import HostFile, fits, plan_starts, scan
-from tests.test_smi import _ctx, write
+from pipeline.ingest.telemetry import stage as smi
+from pipeline.ingest.telemetry.fields import parse_fields
+from pipeline.ingest.telemetry.header_plan import HostFile, fits, plan_starts, scan
+from tests.test_smi import _ctx, run_smi, write
 
 A = "timestamp, index, serial, name, temperature.gpu, power.draw [W]"
 # The same number of cells in another order: only the values tell which one a file holds.
@@ -91,15 +91,15 @@ def _load(tmp_path, wh, data, runs):
     for names in runs:
         for n in names:
             (folder / n).write_bytes(every[n])
-        smi.run(_ctx(tmp_path, wh, data))
+        run_smi(_ctx(tmp_path, wh, data))
 
 
 def _tables(wh):
-    hourly = wh.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly").sort(pl.all())
-    days = wh.pl("SELECT * FROM gpu_days").sort(pl.all())
-    quarantine = wh.pl("SELECT source_file, line_no, reason FROM quarantine").sort(pl.all())
-    heads = wh.pl("SELECT f.path, h.start_fields, h.last_fields, h.header_from, h.own_first "
-                  "FROM smi_headers h JOIN files f USING (file_id)").sort("path")
+    hourly = wh.engine.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly", step="test").sort(pl.all())
+    days = wh.engine.pl("SELECT * FROM gpu_days", step="test").sort(pl.all())
+    quarantine = wh.engine.pl("SELECT source_file, line_no, reason FROM quarantine", step="test").sort(pl.all())
+    heads = wh.con.execute("SELECT f.path, h.start_fields, h.last_fields, h.header_from, h.own_first "
+                  "FROM smi_headers h JOIN files f USING (file_id)").pl().sort("path")
     return hourly, days, quarantine, heads
 
 
@@ -124,7 +124,7 @@ def test_every_file_takes_its_nearest_fitting_header(tmp_path, stores):
     data = tmp_path / "data"
     files = _fleet(data)
     wh = stores("one")
-    smi.run(_ctx(tmp_path, wh, data))
+    run_smi(_ctx(tmp_path, wh, data))
     _, days, quarantine, heads = _tables(wh)
     src = {p.rsplit("/", 1)[1]: (s, f) for p, s, _, f, _ in heads.iter_rows()}
     k = "telemetry/h1/"
@@ -161,19 +161,19 @@ def test_a_header_arriving_later_reloads_and_says_why(tmp_path, stores):
     names = [p.name for p in _fleet(data)]
     wh = stores("later")
     _load(tmp_path, wh, data, [names[:2]])
-    assert wh.scalar("SELECT count(*) FROM quarantine WHERE reason = 'no_header'") == 18
+    assert wh.con.execute("SELECT count(*) FROM quarantine WHERE reason = 'no_header'").fetchall()[0][0] == 18
     _load(tmp_path, wh, data, [names[:3]])
-    assert wh.scalar("SELECT count(*) FROM quarantine") == 0
-    why = dict(wh.sql("SELECT f.path, h.reloaded_because FROM smi_headers h JOIN files f USING (file_id) "
-                      "WHERE h.reloaded_because IS NOT NULL"))
+    assert wh.con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+    why = dict(wh.con.execute("SELECT f.path, h.reloaded_because FROM smi_headers h JOIN files f USING (file_id) "
+                      "WHERE h.reloaded_because IS NOT NULL").fetchall())
     assert set(why) == {"telemetry/h1/smi-20260701.csv.gz", "telemetry/h1/smi-20260702.csv",
                         "telemetry/h1/smi-20260703.csv"}
     assert all("telemetry/h1/smi-20260703.csv" in w and "was no header" in w for w in why.values())
-    assert wh.scalar("SELECT sum(samples) FROM gpu_days") == 6 + 12 + 12
+    assert wh.con.execute("SELECT sum(samples) FROM gpu_days").fetchall()[0][0] == 6 + 12 + 12
 
 
 def test_parse_smi_reads_files_before_the_first_header(tmp_path):
-    from pipeline.ingest.smi import parse_smi_files
+    from pipeline.ingest.telemetry import parse_smi_files
 
     files = _fleet(tmp_path)
     df, rejects = parse_smi_files(files, tz="UTC")

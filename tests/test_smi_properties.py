@@ -7,9 +7,9 @@ import gzip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.smi import load_file, parse_smi_files
-from pipeline.ingest.smi_fields import parse_fields
-from pipeline.ingest.smi_read import BLANK_CHARS
+from pipeline.ingest.telemetry import load_file, parse_smi_files
+from pipeline.ingest.telemetry.fields import parse_fields
+from pipeline.ingest.telemetry.read import BLANK_CHARS, split_lines
 
 HEADER = ("timestamp, index, name, serial, pci.bus_id, temperature.gpu, utilization.gpu [%], "
           "memory.used [MiB], power.draw [W], clocks_event_reasons.active, ecc.errors.corrected.volatile.total")
@@ -22,12 +22,9 @@ SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 
 def _data_lines(raw: bytes) -> int:
     """Lines that are neither blank nor a header: what must be loaded or quarantined."""
-    from pipeline.ingest.smi_fields import header_fields
+    from pipeline.ingest.telemetry.fields import header_fields
 
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines = lines[:-1]
+    lines = split_lines(raw)  # LF, CRLF or a lone CR ends a line
     if lines:
         lines[0] = lines[0].lstrip("\ufeff")
     return sum(1 for ln in lines if ln.strip(BLANK_CHARS) and header_fields(ln.rstrip("\r")) is None)
@@ -105,7 +102,7 @@ def test_mutated_real_looking_files_reconcile(tmp_path, lines, crlf, gz, bom):
 
 FAST_HEADER = ("timestamp, index, serial, temperature.gpu, utilization.gpu [%], power.draw [W], "
                "clocks_event_reasons.active, ecc.errors.corrected.volatile.total, remapped_rows.pending")
-_CELLS = {  # per column: plain values first (they make the reader type the column), then oddities
+_CELLS = {  # per column: plain values first, then oddities
     "ts": ["2026/07/03 22:{m:02d}:46.109", "2026/07/03 23:{m:02d}:01.5", "2026-07-03 22:{m:02d}:46",
            "2026/13/03 22:10:46.109", "", "[N/A]", "22:{m:02d}"],
     "index": ["0", "1", "01", "[N/A]", "x", ""],
@@ -135,15 +132,15 @@ def _fast_files(draw):
 @SETTINGS
 @given(lines=_fast_files(), crlf=st.booleans(), cut_last=st.booleans())
 def test_fast_path_agrees_with_the_exact_path(tmp_path, monkeypatch, lines, crlf, cut_last):
-    """Whatever the fast paths make of a file (the C reader's typed columns; DuckDB's typed
-    columns, unreadable values flagged and found from the aggregates, rejected lines) is what
-    the line-by-line path makes of it: same hourly facts, same quarantined lines, same counts."""
+    """Whatever the fast path makes of a file (unreadable values flagged and found from the
+    aggregates, rejected lines judged) is what the line-by-line path makes of it: same
+    hourly facts, same quarantined lines, same counts."""
     from polars.testing import assert_frame_equal
 
-    from pipeline.ingest import smi, smi_native
+    from tests.test_smi import only_line_by_line
 
     end = "\r\n" if crlf else "\n"
-    text = end.join(lines) + end  # (a last line without its end is a block of its own on the exact path)
+    text = end.join(lines) + end
     if cut_last:
         text = text[: len(text) - len(end) - len(lines[-1]) // 2]
     p = tmp_path / "h" / "x.csv"
@@ -155,13 +152,10 @@ def test_fast_path_agrees_with_the_exact_path(tmp_path, monkeypatch, lines, crlf
         frame = loaded.tables["smi_hourly"].sort("gpu_index", "serial", "hour", "ts_first", nulls_last=True)
         return loaded, frame
 
-    native_loaded, native = hourly()  # the C reader first, where it takes the file
+    fast_loaded, fast = hourly()
     with monkeypatch.context() as m:
-        m.setattr(smi_native, "hourly", lambda *a, **k: None)
-        fast_loaded, fast = hourly()  # DuckDB's reader
-        m.setattr(smi, "_fast_path", lambda *a, **k: None)
-        exact_loaded, exact = hourly()  # line by line
-    for loaded, frame in ((native_loaded, native), (fast_loaded, fast)):
-        assert (loaded.rows_read, loaded.rows_loaded) == (exact_loaded.rows_read, exact_loaded.rows_loaded)
-        assert [(r.line_no, r.reason) for r in loaded.rejects] == [(r.line_no, r.reason) for r in exact_loaded.rejects]
-        assert_frame_equal(frame, exact, check_dtypes=False, rel_tol=1e-9)
+        only_line_by_line(m)
+        exact_loaded, exact = hourly()
+    assert (fast_loaded.rows_read, fast_loaded.rows_loaded) == (exact_loaded.rows_read, exact_loaded.rows_loaded)
+    assert [(r.line_no, r.reason) for r in fast_loaded.rejects] == [(r.line_no, r.reason) for r in exact_loaded.rejects]
+    assert_frame_equal(fast, exact, check_dtypes=False, rel_tol=1e-9)

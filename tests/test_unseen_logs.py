@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest.smi_fields import header_fields
+from pipeline.ingest.telemetry.fields import header_fields
 from pipeline.simulate.fleet import Host
 from pipeline.simulate.styles import DAILY_DMESG, RESTART_HEADER, host_style
 from pipeline.simulate.writer import simulate
@@ -45,7 +45,7 @@ def test_default_styles_are_unchanged():
 
 
 def test_the_styles_are_written_as_described(fleet):
-    from pipeline.ingest.smi_read import first_line
+    from pipeline.ingest.telemetry.read import first_line
     from pipeline.vocab.files import read_bytes
 
     hosts = _hosts(fleet)
@@ -70,8 +70,9 @@ def test_the_styles_are_written_as_described(fleet):
 
 def test_rows_and_xid_times_meet_the_acceptance(fleet, tmp_path):
     from pipeline.config import load_config
-    from pipeline.ingest import inventory, kernel, smi
+    from pipeline.ingest import inventory, kernel
     from pipeline.ingest.kernel.boots import day_window
+    from pipeline.ingest.telemetry import stage as smi
     from pipeline.link.xid import derive
     from pipeline.run import RunContext
     from pipeline.warehouse import Warehouse

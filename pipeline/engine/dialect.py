@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pipeline.vocab.sql import literal
+
 
 class Dialect:
     """SQL that differs between engines. The defaults are DuckDB's."""
@@ -25,7 +27,7 @@ class Dialect:
 
     def timestamp(self, value: datetime) -> str:
         """A timestamp literal."""
-        return f"TIMESTAMP '{value:%Y-%m-%d %H:%M:%S.%f}'"
+        return literal(value)
 
     def epoch_seconds(self, expr: str) -> str:
         """Seconds since 1970 of a TIMESTAMP expression, as a double."""
@@ -35,7 +37,7 @@ class Dialect:
         """A FROM-clause fragment that repeats each row once per calendar ``unit`` ('month'
         or 'quarter') from the one holding ``start`` through the one holding ``end``, with
         the period's first instant in column ``period_start``."""
-        return (f"CROSS JOIN LATERAL (SELECT unnest(generate_series(date_trunc('{unit}', {start}), "
+        return (f"CROSS JOIN LATERAL (SELECT unnest(generate_series(date_trunc({literal(unit)}, {start}), "
                 f"{end}, INTERVAL {_step(unit)})) AS period_start) AS periods")
 
     def add_months(self, expr: str, months: int) -> str:
@@ -65,7 +67,7 @@ class SparkDialect(Dialect):
         return f"(unix_micros({expr}) / 1e6)"
 
     def explode_periods(self, start: str, end: str, unit: str) -> str:
-        return (f"LATERAL VIEW explode(sequence(date_trunc('{unit.upper()}', {start}), {end}, "
+        return (f"LATERAL VIEW explode(sequence(date_trunc({literal(unit.upper())}, {start}), {end}, "
                 f"INTERVAL {_step(unit)})) periods AS period_start")
 
     def add_months(self, expr: str, months: int) -> str:

@@ -46,7 +46,7 @@ def input_files(stage: str, data_dir: Path) -> dict[str, list[Path]]:
         from pipeline.ingest.kernel.stage import kernel_files
 
         return kernel_files(data_dir)
-    from pipeline.ingest.smi import telemetry_files
+    from pipeline.ingest.telemetry.stage import telemetry_files
 
     root = Path(data_dir) / "telemetry"
     hosts = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
@@ -55,8 +55,8 @@ def input_files(stage: str, data_dir: Path) -> dict[str, list[Path]]:
 
 def configured_fields(cfg, host: str) -> str | None:
     """The configured field list of a host's headerless telemetry, as header cells."""
-    from pipeline.ingest.smi import configured_fields as fields_of
-    from pipeline.ingest.smi_headers import cells_text
+    from pipeline.ingest.telemetry.header_plan import cells_text
+    from pipeline.ingest.telemetry.stage import configured_fields as fields_of
 
     return cells_text(fields_of(cfg, host))
 
@@ -73,9 +73,9 @@ def parse_host(stage: str, host: str, files: list[HostFile], settings: HostSetti
         loaded = loader(kfiles)([(Path(f.path), f.file_id) for f in files])
         yield from zip(files, loaded)
         return
-    from pipeline.ingest.smi import BATCH_FILES, load_file
-    from pipeline.ingest.smi_batch import load_files
-    from pipeline.ingest.smi_headers import from_cells
+    from pipeline.ingest.telemetry.batch import BATCH_FILES, load_files
+    from pipeline.ingest.telemetry.header_plan import from_cells
+    from pipeline.ingest.telemetry.stage import load_file
 
     configured = from_cells(settings.configured)
 

@@ -25,9 +25,9 @@ from datetime import datetime
 import polars as pl
 
 from pipeline.engine import DuckDBEngine
-from pipeline.vocab.hosts import host_key_sql
 from pipeline.ingest.kernel.boots import date_events
 from pipeline.ingest.kernel.catalog import load_catalog
+from pipeline.vocab.hosts import host_key_sql
 
 #: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
 _DEDUPE = """
@@ -191,9 +191,10 @@ def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     return engine.scalar("SELECT count(*) FROM xid_events", step="xid: count")
 
 
-def derive(ctx) -> None:
+def derive(ctx) -> int:
     """After the xid stage (``pipeline.run`` calls it): ``xid_events`` from what the stage
-    loaded, with the configured boot times (``kernel.boot_times``, read in each host's zone)."""
-    from pipeline.ingest.kernel.stage import STAGE, configured_boots
+    loaded, with the configured boot times (``kernel.boot_times``, read in each host's zone).
+    Returns the number of events."""
+    from pipeline.ingest.kernel.stage import configured_boots
 
-    ctx.report(STAGE).rows_out = derive_xid_events(ctx.wh, configured_boots(ctx))
+    return derive_xid_events(ctx.wh, configured_boots(ctx))

@@ -8,6 +8,11 @@ host's boots across files), :mod:`.catalog` (what each code means), :mod:`.comma
 (``fleetfault parse xid``).
 """
 
-from pipeline.ingest.kernel.stage import CONTRACT_COLUMNS, parse_file, parse_xid_files, run
+from pipeline.ingest.kernel.stage import (
+    CONTRACT_COLUMNS,
+    parse_file,
+    parse_xid_files,
+    run,
+)
 
 __all__ = ["CONTRACT_COLUMNS", "parse_file", "parse_xid_files", "run"]

@@ -17,13 +17,11 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from pipeline.ingest.kernel import boots
+from pipeline.ingest.kernel import boots, journal, scan
 from pipeline.ingest.kernel import formats as fmt
-from pipeline.ingest.kernel import journal
-from pipeline.ingest.kernel import scan
+from pipeline.timeutil import local_to_utc_expr
 from pipeline.vocab.hosts import host_key
 from pipeline.vocab.pci import pci_id, pci_id_parts, pci_id_pl
-from pipeline.timeutil import local_to_utc_expr
 from pipeline.warehouse import Rejected
 
 RAW_SCHEMA: dict[str, pl.DataType] = {

@@ -21,7 +21,6 @@ import numpy as np
 
 from pipeline.ingest.kernel import journal
 
-
 _HUMAN_MARK = re.compile(rb"^\[(?:\s*\+\d+\.\d+|[A-Z][a-z]{2}\s?\d{1,2} \d\d:\d\d)\]", re.MULTILINE)
 _UPTIME_MARK = re.compile(rb"^(?:<\d{1,3}>)?(?:[a-z]{2,8}\s*:[a-z]{3,7}\s*:\s)?\[\s*\d+\.\d+\]", re.MULTILINE)
 

@@ -30,7 +30,14 @@ import polars as pl
 
 from pipeline.ingest import sniff
 from pipeline.ingest.kernel import boots
-from pipeline.ingest.kernel.parse import MAP_SCHEMA, RAW_SCHEMA, FileParse, LogText, parse_bytes, parse_texts
+from pipeline.ingest.kernel.parse import (
+    MAP_SCHEMA,
+    RAW_SCHEMA,
+    FileParse,
+    LogText,
+    parse_bytes,
+    parse_texts,
+)
 from pipeline.timeutil import parse_datetime
 from pipeline.vocab.files import gunzip
 from pipeline.vocab.hosts import host_key

@@ -3,8 +3,8 @@
 Reads: a host's telemetry files (their first lines, and the header lines written in them)
 and what ``smi_headers`` remembers of files loaded in earlier runs. Writes nothing itself:
 :func:`plan_starts` returns, per file, the field list in force before its first line and
-the file that header came from; the smi stage (:func:`pipeline.ingest.smi.run`) and
-``parse smi`` (:func:`pipeline.ingest.smi.parse_smi_files`) read every file with it.
+the file that header came from; the smi stage (:func:`pipeline.ingest.telemetry.stage.run`) and
+``parse smi`` (:func:`pipeline.ingest.telemetry.stage.parse_smi_files`) read every file with it.
 
 Why: ``nvidia-smi -l ... -f`` behind logrotate's ``copytruncate`` writes the header only
 where the collector started or restarted, so most files of such a host begin with data.
@@ -23,25 +23,37 @@ reloads the files whose start changed (a header that arrived later), saying why.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-from pipeline.ingest.smi_fields import (FALSE_WORDS, TIMESTAMP_FORMATS, TRUE_WORDS, Field, header_fields,
-                                        parse_fields)
-from pipeline.ingest.smi_read import _HEADER_SHAPE, BLANK_CHARS, BLOCK_BYTES, READ_ERRORS, _blocks, open_binary
+from pipeline.ingest.telemetry.fields import (
+    PCI_PATTERN,
+    Field,
+    bad_sql,
+    header_fields,
+    is_marker,
+    is_time,
+    parse_fields,
+)
+from pipeline.ingest.telemetry.read import (
+    _HEADER_SHAPE,
+    BLANK_CHARS,
+    BLOCK_BYTES,
+    READ_ERRORS,
+    _blocks,
+    split_lines,
+)
+from pipeline.vocab.sql import literal
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
 
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?(\s*\S{1,4})?")
-_HEX = re.compile(r"0[xX][0-9a-fA-F]{1,16}|\d{1,20}")
-_PCI = re.compile(r"(?:PCI:)?[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?")
-_WORDS = set(TRUE_WORDS) | set(FALSE_WORDS)
+_PCI = re.compile(f"(?i:pci:)?{PCI_PATTERN}", re.IGNORECASE)
 
 
 def cells_text(fields: Sequence[Field] | None) -> str | None:
@@ -74,7 +86,7 @@ def scan(path: Path) -> FileHeaders:
         lines = data.decode("utf-8", errors="replace").split("\n")
         if first_seen and lines:
             lines[0] = lines[0].lstrip("\ufeff")
-        df = pl.DataFrame({"line": lines}).with_columns(pl.col("line").str.strip_chars_end("\r"))
+        df = pl.DataFrame({"line": lines})
         maybe = df.with_row_index("k").filter(pl.col("line").str.contains(_HEADER_SHAPE))
         stop = len(lines)
         found = None
@@ -97,12 +109,13 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
     (a few lines read, whatever the file's size)."""
     out: list[str] = []
     try:
-        with open_binary(path) as f:
-            for k, raw in enumerate(f):
-                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                text = text.lstrip("\ufeff") if k == 0 else text
+        for k, (data, _) in enumerate(_blocks(path, 64 << 10, [])):
+            lines = split_lines(data)
+            if k == 0 and lines:
+                lines[0] = lines[0].lstrip("\ufeff")
+            for text in lines:
                 if header_fields(text) is not None or len(out) >= n:
-                    break
+                    return out
                 if text.strip(BLANK_CHARS):
                     out.append(text)
     except READ_ERRORS:
@@ -110,52 +123,67 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
     return out
 
 
-def _is_time(text: str) -> bool:
-    for fmt in TIMESTAMP_FORMATS:
-        try:
-            datetime.strptime(text, fmt)
-            return True
-        except ValueError:
-            continue
-    return False
-
-
-def _marker(text: str) -> bool:
-    return text in ("", "N/A") or text.startswith("[")
-
-
-def _cell_fits(f: Field, text: str) -> bool:
-    """Whether ``text`` reads as a value of field ``f`` (the kinds of :attr:`Field.kind`)."""
-    kind = f.kind
-    if kind == "ts":
-        return _is_time(text)
-    if kind == "int":
-        return text.isdigit()
-    if _marker(text):
+def _text_fits(f: Field, text: str) -> bool:
+    """Whether ``text`` is a plausible value of a text field (a bus id, a model name, a
+    UUID): SQL reads any text there, so plausibility is judged here."""
+    if is_marker(text):
         return True
-    if kind == "num":
-        return text in _WORDS or _NUMBER.fullmatch(text) is not None
-    if kind == "mask":
-        return _HEX.fullmatch(text) is not None
-    if kind == "pci":
+    if f.kind == "pci":
         return _PCI.fullmatch(text) is not None
     if f.name == "name":  # a model name, never a number or a time
-        return any(c.isalpha() for c in text) and not _is_time(text)
+        return any(c.isalpha() for c in text) and not is_time(text)
     if f.name == "uuid":
         return text.startswith(("GPU-", "MIG-"))
     return True
 
 
+@functools.cache
+def _engine():
+    from pipeline.engine.duckdb_engine import DuckDBEngine
+
+    return DuckDBEngine()  # in memory: a few sample lines, no warehouse
+
+
+def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[bool]:
+    """Per row of trimmed cells, whether every value reads under its field: the SQL the
+    loaders clean with (:func:`~pipeline.ingest.telemetry.fields.bad_sql`), run over these
+    few rows, so that a header is fitted by the same meaning of a cell the load uses."""
+    checks = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
+    clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, and no SQL literal)
+    if not checks or not any(clean):
+        return clean if checks else [True] * len(rows)
+    kept = [(k, cells) for k, (cells, ok) in enumerate(zip(rows, clean)) if ok]
+    values = ", ".join("(" + ", ".join(literal(v) for v in [k, *cells]) + ")" for k, cells in kept)
+    cols = ", ".join(["k"] + [f"c{i}" for i in range(len(fields))])
+    sql = f"SELECT k, NOT ({' OR '.join(checks)}) FROM (VALUES {values}) t({cols})"
+    ok = dict(_engine().rows(sql, step="smi: fit a header to a headerless file's lines"))
+    return [bool(ok.get(k, False)) for k in range(len(rows))]
+
+
 def fits(fields: Sequence[Field], sample: Sequence[str]) -> bool:
     """Whether the data lines ``sample`` read under ``fields``: each has its number of
-    cells (one cut line allowed) and nine in ten of those parse cell by cell."""
+    cells (one cut line allowed) and nine in ten of those read cell by cell."""
+    return fits_many(fields, [sample])[0]
+
+
+def fits_many(fields: Sequence[Field], samples: Sequence[Sequence[str]]) -> list[bool]:
+    """:func:`fits` for many files' samples, their cells read by one SQL statement (a
+    copytruncate host has a headerless file a day: one statement per header, not per file)."""
     n = len(fields)
-    whole = [[c.strip() for c in s.split(",")] for s in sample]
-    whole = [cells for cells in whole if len(cells) == n]
-    if not whole or len(whole) < len(sample) - 1:
-        return False
-    good = sum(all(_cell_fits(f, c) for f, c in zip(fields, cells)) for cells in whole)
-    return good * 10 >= len(whole) * 9
+    wholes = []
+    for sample in samples:
+        whole = [[c.strip() for c in s.split(",")] for s in sample]
+        whole = [cells for cells in whole if len(cells) == n]
+        wholes.append(whole if whole and len(whole) >= len(sample) - 1 else [])
+    rows = [cells for whole in wholes for cells in whole]
+    read = values_read(fields, rows) if rows else []
+    out, k = [], 0
+    for whole in wholes:
+        ok = read[k:k + len(whole)]
+        k += len(whole)
+        good = sum(r and all(_text_fits(f, c) for f, c in zip(fields, cells)) for cells, r in zip(whole, ok))
+        out.append(bool(whole) and good * 10 >= len(whole) * 9)
+    return out
 
 
 @dataclass(frozen=True)
@@ -197,6 +225,7 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
     file that wrote one), else ``configured``.
     """
     out: list[Start] = []
+    fitted = _fit_all(files)
     for i, f in enumerate(files):
         if f.starts_with_header:
             out.append(Start(f.own_first, f.key))
@@ -208,12 +237,23 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
         if (before or after) and not f.lines():  # no data line before its header: nothing to guess for
             pick = Start(None, None)
         for flds, key in before + after:
-            if pick is None and fits(flds, f.lines()):
+            if pick is None and fitted[(tuple(flds), i)]:
                 pick = Start(flds, key)
         if pick is None:
             pick = Start(configured, "config" if configured else None)
         out.append(pick)
     return out
+
+
+def _fit_all(files: Sequence[HostFile]) -> dict[tuple[tuple[Field, ...], int], bool]:
+    """Whether each header of the host fits each headerless file's lines: (fields, file
+    position) -> bool, one statement per header (:func:`fits_many`)."""
+    headers = {tuple(h) for g in files for h in (g.own_last, g.own_first) if h}
+    todo = [i for i, f in enumerate(files) if not f.starts_with_header]
+    if not headers or not todo:
+        return {}
+    samples = [files[i].lines() for i in todo]
+    return {(h, i): ok for h in headers for i, ok in zip(todo, fits_many(list(h), samples))}
 
 
 def from_cells(text: str | None) -> list[Field] | None:

@@ -1,15 +1,17 @@
-"""Reading nvidia-smi CSV logs: a fast whole-file path and an exact line-by-line path.
+"""Reading nvidia-smi CSV logs: many files per DuckDB statement, or one file line by line.
 
-The fast path hands the whole file to DuckDB's streaming CSV reader (gzip, CRLF and
-parallel parsing included) and aggregates in the same pass; it is taken only when the
-file turns out clean (no rejected, unreadable or repeated-header line). Anything else goes
-through the exact path, which walks the file in blocks with line numbers, follows header
-changes, and tells each line's fate: loaded, skipped (blank, header) or quarantined.
-Both paths clean values with the same SQL (:mod:`pipeline.ingest.smi_fields`).
+The fast path (:func:`csv_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
+and parallel parsing included), the file name a column; :mod:`pipeline.ingest.telemetry.batch`
+aggregates in the same statement and judges what it rejected. A file it gives back goes
+through the line-by-line path (:func:`read_exact`), which walks the file in blocks with line
+numbers, follows header changes, and tells each line's fate: loaded, skipped (blank,
+header) or quarantined (:func:`line_reject`). A line ends at LF, CRLF or a lone CR on both
+paths; both clean values with the same SQL (:mod:`pipeline.ingest.telemetry.fields`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import logging
@@ -19,12 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from pipeline.engine.duckdb_engine import DuckDBEngine
 from pipeline.ingest import sniff
-from pipeline.ingest.smi_fields import Field, header_fields
-from pipeline.vocab.pci import pci_id as canonical_pci_text
+from pipeline.ingest.telemetry.fields import Field, header_fields
+from pipeline.vocab.pci import pci_id
+from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Rejected
 
 log = logging.getLogger(__name__)
@@ -51,27 +54,19 @@ def open_binary(path: Path) -> io.BufferedIOBase:
 def first_line(path: Path, limit: int = 1 << 20, *, skip: int = 0) -> str:
     """The first line after ``skip`` lines (without its end), decoded leniently; '' for an
     empty file."""
+    head = b""
     try:
         with open_binary(path) as f:
-            for _ in range(skip):
-                f.readline(limit)
-            raw = f.readline(limit)
-    except READ_ERRORS:
-        return ""
-    return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
-
-
-def has_lone_cr(path: Path, block: int = 16 << 20) -> bool:
-    """True when a carriage return is not followed by a line feed: DuckDB's reader ends a
-    line there, the exact path does not, so their line numbers and counts differ."""
-    prev = b""
-    with open_binary(path) as f:
-        while data := f.read(block):
-            buf = prev + data
-            if buf[:-1].count(b"\r") != buf.count(b"\r\n"):
-                return True
-            prev = buf[-1:]
-    return False  # a last line's trailing CR is dropped by both
+            # One raw read at a time: a damaged gzip raises at its cut, losing what that read decoded.
+            while len(head) < limit and len(_LINE_END.findall(head[:-1])) <= skip:
+                piece = f.read1(4096)
+                if not piece:
+                    break
+                head += piece
+    except (*READ_ERRORS, gzip.BadGzipFile, ValueError):
+        pass  # a damaged file: what was read
+    lines = split_lines(head)[skip:skip + 1]
+    return lines[0].lstrip("\ufeff") if lines else ""
 
 
 # nvidia-smi's own error messages, printed into a ``-l`` log in place of a GPU's row (or of
@@ -98,36 +93,53 @@ def tool_message(line: str) -> tuple[str, str] | None:
         if not m:
             continue
         if reason == "gpu_unreachable":
-            return reason, f"GPU {canonical_pci_text(m.group(1))}: {m.group(2).strip() or 'no reason given'}"
+            return reason, f"GPU {pci_id(m.group(1))}: {m.group(2).strip() or 'no reason given'}"
         return reason, f"nvidia-smi: {text}"
     return None
 
 
-def scratch() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for one file's parsing (keeps reject tables out of the warehouse)."""
-    return duckdb.connect(":memory:")
+@contextlib.contextmanager
+def scratch() -> Iterator[DuckDBEngine]:
+    """An in-memory DuckDB engine for parsing files (keeps reject tables and scratch frames
+    out of the warehouse), closed on exit."""
+    engine = DuckDBEngine()
+    try:
+        yield engine
+    finally:
+        engine.con.close()
 
 
-def csv_source(path: Path, n: int, skip: int, delim: str = ", ", *, tagged: bool = False,
-               types: dict[int, str] | None = None, ts_format: str | None = None) -> str:
-    """DuckDB ``read_csv`` over the file as ``n`` raw text columns ``c0..``, no quoting.
+def csv_source(paths: list[Path], n: int, skip: int, delim: str = ", ", *, newline: str = "\n",
+               gzip: bool = False) -> str:
+    """DuckDB ``read_csv`` over many files as ``n`` raw text columns ``c0..`` and ``filename``.
 
-    nvidia-smi separates cells with ``, ``; reading with that two-byte delimiter hands
-    over cells without their leading space, so no per-cell trim is needed. ``tagged``: each
-    line starts with one more cell, read as ``filename`` (a batch of files joined in one).
-    ``types``: columns read as that DuckDB type instead of text (timestamps in ``ts_format``);
-    a value the type cannot hold makes its line a rejected one (``CAST``).
+    One statement reads every file of a layout: DuckDB's cost per file read that way is
+    small, per statement large. nvidia-smi separates cells with ``, ``; reading with that
+    two-byte delimiter hands over cells without their leading space, so no per-cell trim is
+    needed. No quoting (nvidia-smi never quotes), no type guessing: cell meaning is the
+    SQL of :mod:`pipeline.ingest.telemetry.fields`, whichever path reads the line.
     """
-    types = types or {}
-    cols = ", ".join(["'filename': 'VARCHAR'"] * tagged + [f"'c{i}': '{types.get(i, 'VARCHAR')}'" for i in range(n)])
-    p = str(path).replace("'", "''")
+    cols = "{" + ", ".join(f"{literal(f'c{i}')}: 'VARCHAR'" for i in range(n)) + "}"
     # (no nullstr list for markers: matching each cell against it costs a fifth of the read)
-    typed = f"timestampformat='{ts_format}', " if ts_format else ""
     return (
-        f"read_csv('{p}', columns={{{cols}}}, header=false, skip={skip}, delim='{delim}', quote='', "
-        f"escape='', auto_detect=false, null_padding=false, store_rejects=true, {typed}"
-        f"compression='{'gzip' if is_gzip(path) else 'none'}')"
+        f"read_csv([{literals(str(p) for p in paths)}], columns={cols}, header=false, skip={skip}, "
+        f"delim={literal(delim)}, new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
+        f"auto_detect=false, null_padding=false, store_rejects=true, filename=true, "
+        f"compression={literal('gzip' if gzip else 'none')})"
     )
+
+
+#: A file's line end -> DuckDB's ``new_line`` option.
+NEWLINE_OPTION = {"\n": "\\n", "\r\n": "\\r\\n", "\r": "\\r"}
+
+
+def line_end(data: bytes) -> str | None:
+    """The first line end in ``data`` (``\\n``, ``\\r\\n`` or a lone ``\\r``); None: none seen."""
+    m = _LINE_END.search(data)
+    return m.group().decode() if m else None
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass
@@ -172,13 +184,14 @@ def _read_upto(f, size: int) -> tuple[bytes, BaseException | None]:
 
 
 def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, bool]]:
-    """Blocks of whole lines (the last may lack its newline) and whether it is the last.
+    """Blocks of whole lines, LF-ended (the last may lack its end), and whether it is the last.
 
     A damaged gzip stream ends the file where it breaks (the lines before the break are
     kept); the reason goes to ``errors``.
     """
     with open_binary(path) as f:
         carry = b""
+        pending = b""  # the last block is held back: an unterminated last line joins it
         broken = False
         while not broken:
             data, exc = _read_upto(f, size)
@@ -189,14 +202,30 @@ def _blocks(path: Path, size: int, errors: list[str]) -> Iterator[tuple[bytes, b
             if not data:
                 break
             buf = carry + data
-            cut = buf.rfind(b"\n")
+            # A line ends at LF, CRLF or a lone CR (old Mac tools; DuckDB's reader agrees);
+            # a CR at the block's end may be half a CRLF, so it waits for the next block.
+            cut = max(buf.rfind(b"\n"), buf.rfind(b"\r", 0, len(buf) - 1))
             if cut < 0:
                 carry = buf
                 continue
             carry = buf[cut + 1:]
-            yield buf[: cut + 1], False
-        if carry:
-            yield carry, True
+            if pending:
+                yield pending, False
+            pending = _lf(buf[: cut + 1])
+        if pending or carry:
+            yield pending + _lf(carry), True
+
+
+def _lf(data: bytes) -> bytes:
+    """Every line end as LF."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
+def split_lines(data: bytes) -> list[str]:
+    """Decoded lines of whole-line bytes (any line end), the last kept even without its end."""
+    text = _lf(data).decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
 
 
 def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block: int = BLOCK_BYTES) -> Iterator[Segment]:
@@ -215,11 +244,11 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     errors: list[str] = []
     for data, _last in _blocks(path, block, errors):
         text = data.decode("utf-8", errors="replace")
-        lines = pl.Series("line", [text]).str.split("\n").explode()
+        lines = pl.Series("line", [text]).str.split("\n").explode()  # (_blocks: LF line ends only)
         if text.endswith("\n"):
             lines = lines.head(len(lines) - 1)
         df = pl.DataFrame({"line": lines}).with_row_index("line_no", offset + 1)
-        df = df.with_columns(pl.col("line_no").cast(pl.Int64), pl.col("line").str.strip_chars_end("\r"))
+        df = df.with_columns(pl.col("line_no").cast(pl.Int64), pl.col("line"))
         if offset == 0:
             df = df.with_columns(pl.col("line").str.strip_chars_start("\ufeff"))
         offset += len(lines)
@@ -253,6 +282,23 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     out.last_fields = current
 
 
+def line_reject(line_no: int, line: str, n: int) -> Rejected | None:
+    """The reject judge for a whole line under a field list of ``n`` fields: bytes that are
+    not UTF-8, one of nvidia-smi's own messages, too few or too many cells (split at commas,
+    as both paths split); None when the line has its ``n`` cells (its values are judged by
+    the SQL of :mod:`pipeline.ingest.telemetry.fields`)."""
+    if "\ufffd" in line:
+        return Rejected(line_no, "undecodable", line, "bytes that are not UTF-8")
+    cells = line.count(",") + 1
+    if cells == n:
+        return None
+    if cells < n and (msg := tool_message(line)):
+        return Rejected(line_no, msg[0], line, msg[1])
+    if cells < n:
+        return Rejected(line_no, "truncated_line", line, f"{cells} of {n} fields")
+    return Rejected(line_no, "extra_fields", line, f"{cells} fields, the header has {n}")
+
+
 def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Segment | None:
     if fields is None:
         out.rejects.extend(
@@ -266,15 +312,7 @@ def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Se
         undecodable=pl.col("line").str.contains("\ufffd", literal=True),
     ).with_columns(ncells=pl.col("cells").list.len())
     bad = part.filter(pl.col("undecodable") | (pl.col("ncells") != n))
-    for ln, line, und, nc in bad.select("line_no", "line", "undecodable", "ncells").iter_rows():
-        if und:
-            out.rejects.append(Rejected(ln, "undecodable", line, "bytes that are not UTF-8"))
-        elif nc < n and (msg := tool_message(line)):
-            out.rejects.append(Rejected(ln, msg[0], line, msg[1]))
-        elif nc < n:
-            out.rejects.append(Rejected(ln, "truncated_line", line, f"{nc} of {n} fields"))
-        else:
-            out.rejects.append(Rejected(ln, "extra_fields", line, f"{nc} fields, the header has {n}"))
+    out.rejects.extend(line_reject(ln, line, n) for ln, line in bad.select("line_no", "line").iter_rows())
     good = part.filter(~pl.col("undecodable") & (pl.col("ncells") == n))
     if good.is_empty():
         return None

@@ -1,8 +1,8 @@
-"""Hourly facts from clean samples, and GPU-day facts from hourly facts (SQL steps).
+"""Hourly facts from clean samples (SQL steps).
 
-Reads: a relation of raw text columns ``c0..cN`` (one file segment with known fields).
+Reads: a relation of raw text columns ``c0..cN`` (files or segments with known fields).
 Writes: rows of ``smi_hourly`` (one per file, GPU and hour; partial aggregates that
-combine exactly across files) and, from all of ``smi_hourly``, the ``gpu_days`` table.
+combine exactly across files); :mod:`pipeline.ingest.telemetry.gpu_days` derives GPU days.
 
 Aggregates are kept as counts, sums and extremes so that an hour split over two files
 (rotation) combines exactly. Volatile ECC and PCIe replay counters reset to 0 on reboot:
@@ -13,15 +13,11 @@ step between consecutive hours (or files) is added when the later hour is combin
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
-from datetime import datetime
 
-import polars as pl
+from pipeline.ingest.telemetry.fields import Field, bad_sql, clean_sql, failing_sql
+from pipeline.vocab.sql import literal
 
-from pipeline.vocab.hosts import host_key_sql
-from pipeline.ingest.smi_fields import TIMESTAMP_FORMATS, Field, bad_sql, clean_sql, failing_sql
-
-#: fact metric -> candidate columns (first present wins; canonical names, see smi_fields.ALIASES).
+#: fact metric -> candidate columns (first present wins; canonical names, see fields.ALIASES).
 METRICS: dict[str, list[str]] = {
     "temp": ["temperature_gpu"],
     "mem_temp": ["temperature_memory"],
@@ -114,56 +110,14 @@ def used_fields(fields: list[Field]) -> list[Field]:
     return [f if f.column in wanted else Field(f.name, f.unit, ignored=True) for f in fields]
 
 
-def cleaned_sql(fields: list[Field], src: str, extra: str = "", *, flag_bad: bool = False,
-                typed: Collection[int] = ()) -> str:
+def cleaned_sql(fields: list[Field], src: str, extra: str = "", *, flag_bad: bool = False) -> str:
     """``src`` with each checked field's clean value ``v<i>`` beside its raw text ``c<i>``.
 
-    ``typed``: columns DuckDB's reader already read as their clean type (:func:`typed_columns`).
-    ``flag_bad``: unreadable values are flagged, not NULL (:func:`~pipeline.ingest.smi_fields.clean_sql`).
+    ``flag_bad``: unreadable values are flagged, not NULL (:func:`~pipeline.ingest.telemetry.fields.clean_sql`).
     """
     cols = [f"c{i}" for i in range(len(fields))]
-    cols += [f"{f'c{i}' if i in typed else clean_sql(fields[i], f'c{i}', flag_bad=flag_bad)} AS v{i}"
-             for i in _strict(fields)]
+    cols += [f"{clean_sql(fields[i], f'c{i}', flag_bad=flag_bad)} AS v{i}" for i in _strict(fields)]
     return f"(SELECT {extra}{', '.join(cols)} FROM {src})"
-
-
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_MASK = re.compile(r"0[xX][0-9a-fA-F]{1,16}|\d{1,18}")
-
-
-def typed_columns(fields: list[Field], line: str, delim: str) -> tuple[dict[int, str], str | None]:
-    """Columns DuckDB's CSV reader can read as their clean type, judged by a data line:
-    ``{column: DuckDB type}`` and the timestamp format (None: not typed).
-
-    Letting the reader parse plain numbers, hex masks and the timestamp saves the text
-    round trip. Only fields the facts use and whose value in ``line`` is plain (no unit,
-    word or marker) are typed; a later value the type cannot hold is a rejected line
-    (``CAST``), and the fast path reads the file again as text.
-    """
-    cells = line.split(delim)
-    if len(cells) != len(fields):
-        return {}, None
-    types: dict[int, str] = {}
-    fmt = None
-    for i, f in enumerate(used_fields(fields)):
-        cell = cells[i]
-        if f.kind == "ts":
-            fmt = next((x for x in TIMESTAMP_FORMATS if _parses(cell, x)), None)
-            if fmt is not None:
-                types[i] = "TIMESTAMP"
-        elif f.kind == "num" and _NUMBER.fullmatch(cell):
-            types[i] = "DOUBLE"
-        elif f.kind == "mask" and _MASK.fullmatch(cell):
-            types[i] = "BIGINT"
-    return types, fmt
-
-
-def _parses(text: str, fmt: str) -> bool:
-    try:
-        datetime.strptime(text, fmt)
-    except ValueError:
-        return False
-    return True
 
 
 def _value(fields: list[Field], i: int) -> str:
@@ -201,10 +155,8 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
     """(aggregate, check on the group) SQL over :func:`cleaned_sql` rows with ``flag_bad``:
     true when a row of the group holds an unreadable value.
 
-    Flagged numbers are NaN, and a number DuckDB's reader typed may be NaN or infinity where
-    the exact path would have read the word ``nan`` or ``inf`` (unreadable): either makes
-    ``max`` not finite (DuckDB orders NaN above infinity; a finite value, or ``-inf``, the
-    exact path reads alike); a flagged or negative mask makes ``min`` negative. An
+    Flagged numbers are NaN, which makes ``max`` not finite (DuckDB orders NaN above
+    infinity); a flagged or negative mask makes ``min`` negative. An
     unreadable time leaves ``hour_local`` NULL, an unreadable index (a group key, and the
     only ``int`` field) fails its cast: both are checked on the aggregated row.
     """
@@ -214,7 +166,7 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
         if kind == "ts":
             keys.append("hour_local IS NULL")
         elif kind == "int":
-            keys.append("TRY_CAST(r_gpu_index AS INTEGER) IS NULL")
+            keys.append(f"{clean_sql(fields[i], 'r_gpu_index')} IS NULL")
         elif kind == "mask":
             values.append(f"min(v{i}) < 0")
         else:
@@ -223,7 +175,7 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
 
 
 def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[list[str]] | None = None,
-               typed: Collection[int] = (), gid: bool = False) -> str:
+) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour
     (and per ``filename`` with ``by_file``: ``src`` reads many files).
 
@@ -234,13 +186,7 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     ``_bad`` is 1 when one of the group's rows has an unreadable value in a field the facts
     use (:func:`bad_checks_grouped`): the fast path gives up on a file where it is not 0 (the
     exact path quarantines those rows before aggregating, so it never finds one). Fields the
-    facts do not use are neither cleaned nor checked. ``typed``: columns of ``src`` that
-    DuckDB's reader already typed (:func:`typed_columns`).
-
-    ``gid``: ``src`` carries each line's GPU identity as a number, ``_gid`` (the native
-    reader, :mod:`pipeline.ingest.smi_native`): grouping by one integer instead of five
-    texts saves a third of the aggregation. Rows then keep ``_gid`` in place of the raw
-    identities and ``_bad_values`` in place of ``_bad``; :func:`with_identities_sql` finishes them.
+    facts do not use are neither cleaned nor checked.
     """
     idx = {f.name: i for i, f in enumerate(fields)}
     ts = f"v{idx['timestamp']}" if "timestamp" in idx else "NULL::TIMESTAMP"
@@ -255,47 +201,32 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
     fields = used_fields(fields)
     bad_values, bad_keys = bad_checks_grouped(fields)
-    # A sample of a failing GPU: a failing marker in a value the facts use. (A typed column
-    # cannot hold one: the reader rejects such a file, and it is read again as text.)
+    # A sample of a failing GPU: a failing marker in a value the facts use.
     failing = " OR ".join(failing_sql(f"c{i}") for i, f in enumerate(fields)
-                          if f.kind in ("num", "mask") and i not in typed) or "false"
+                          if f.kind in ("num", "mask")) or "false"
     inner += f", {failing} AS m_gpu_error"
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:
-        same = " AND ".join(f"c{i} IN ({', '.join(_quote(h) for h in cells)})" for i, cells in enumerate(header))
+        same = " AND ".join(f"c{i} IN ({', '.join(literal(h) for h in cells)})" for i, cells in enumerate(header))
         hdr = f"(CASE WHEN c0 = 'timestamp' THEN {same} ELSE false END) AS _hdr, "
         outer += "_hdr, "
-    keys = "_gid" if gid else ", ".join(f"r_{col}" for col in ID_RAW)
+    keys = ", ".join(f"r_{col}" for col in ID_RAW)
     grouped = f"""
 SELECT {outer}{keys}, coalesce({bad_values}, false) AS _bad_values,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   {_aggregates(m)}
 FROM (
-  SELECT {file_col}{hdr}{"_gid" if gid else raw_ids}, {ts} AS ts, {inner}, {_cleaned_cols(fields)}
-  FROM {cleaned_sql(fields, src, extra=file_col + ("_round_idx, " if by_round else "") + ("_gid, " if gid else ""),
-                    flag_bad=True, typed=typed)}
+  SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {_cleaned_cols(fields)}
+  FROM {cleaned_sql(fields, src, extra=file_col + ("_round_idx, " if by_round else ""), flag_bad=True)}
 )
 GROUP BY ALL
 """
-    return grouped if gid else _with_bad(grouped, bad_keys)
-
-
-def hourly_ok(rows: pl.DataFrame) -> bool:
-    """True when no group of :func:`hourly_sql` rows holds an unreadable value or time:
-    a fast path may keep them (else the file is read line by line)."""
-    return not (rows["_bad"].sum() or rows.filter(pl.col("hour_local").is_null()).height)
+    return _with_bad(grouped, bad_keys)
 
 
 def _with_bad(grouped: str, bad_keys: str) -> str:
     return f"SELECT * EXCLUDE (_bad_values), coalesce(_bad_values OR {bad_keys}, true)::INTEGER AS _bad FROM ({grouped})"
-
-
-def with_identities_sql(fields: list[Field], grouped: str, ids: str) -> str:
-    """:func:`hourly_sql` rows made with ``gid`` (relation ``grouped``), each with its GPU's
-    raw identity from ``ids`` (``_gid``, ``r_gpu_index``, ``r_name``, ...) and ``_bad``."""
-    _, bad_keys = bad_checks_grouped(used_fields(fields))
-    return _with_bad(f"SELECT i.* EXCLUDE (_gid), g.* EXCLUDE (_gid) FROM {grouped} g JOIN {ids} i USING (_gid)", bad_keys)
 
 
 #: The hourly aggregates: (output column, SQL over the ``m_<metric>`` columns). A count
@@ -336,10 +267,6 @@ def _aggregates(metrics: dict[str, str]) -> str:
     return ",\n  ".join(out)
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_only: bool = False) -> str:
     """Rows of ``src`` (with ``line_no``, ``line``) whose values cannot be read, and why.
 
@@ -349,7 +276,7 @@ def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_onl
     checks = bad_checks(fields)
     if not checks:
         return f"SELECT {extra}line_no, line, NULL AS bad_field FROM {src} WHERE false"
-    whens = " ".join(f"WHEN {b} THEN '{name}'" for name, b in checks)
+    whens = " ".join(f"WHEN {b} THEN {literal(name)}" for name, b in checks)
     return f"""
 SELECT {extra}line_no, line, bad_field FROM (
   SELECT {extra}line_no, line, CASE {whens} END AS bad_field FROM {cleaned_sql(fields, src, extra + "line_no, line, ")}
@@ -375,86 +302,3 @@ def finish_hourly_sql(view: str) -> str:
     keep = ", ".join(f"{e} AS {c}" for c, e in ids.items())
     return f"SELECT {keep}, * EXCLUDE (r_gpu_index, r_name, r_serial, r_uuid, r_pci_bus_id, r_host, _bad, " \
            f"ecc_corrected_max, ecc_uncorrected_max, pcie_replay_max), {deltas} FROM {view}"
-
-
-GPU_DAYS_SQL = f"""
-WITH inv AS (
-  SELECT {host_key_sql('host')} AS host_k, slot, serial, installed_at, removed_at FROM inventory
-),
-h AS (
-  SELECT s.*,
-    coalesce(s.serial, (
-      SELECT any_value(i.serial) FROM inv i
-      WHERE i.host_k = {host_key_sql('s.host')} AND i.slot = s.gpu_index
-        AND (i.installed_at IS NULL OR i.installed_at <= s.ts_last)
-        AND (i.removed_at IS NULL OR i.removed_at > s.ts_first)
-    )) AS serial_linked
-  FROM smi_hourly s
-),
-k AS (
-  SELECT *, coalesce(serial_linked, 'uuid:' || uuid, 'bus:' || host || '/' || coalesce(pci_bus_id, 'index' || gpu_index)) AS gpu_key
-  FROM h
-),
-steps AS (
-  SELECT *,
-    lag(ecc_corrected_last) OVER w AS prev_c, lag(ecc_uncorrected_last) OVER w AS prev_u,
-    lag(pcie_replay_last) OVER w AS prev_r, lag(ts_last) OVER w AS prev_ts
-  FROM k WINDOW w AS (PARTITION BY gpu_key ORDER BY ts_first, ts_last)
-),
-d AS (
-  SELECT *,
-    ecc_corrected_delta + CASE WHEN prev_c IS NULL OR ecc_corrected_first IS NULL THEN 0
-      WHEN ecc_corrected_first >= prev_c THEN ecc_corrected_first - prev_c ELSE ecc_corrected_first END AS c_delta,
-    ecc_uncorrected_delta + CASE WHEN prev_u IS NULL OR ecc_uncorrected_first IS NULL THEN 0
-      WHEN ecc_uncorrected_first >= prev_u THEN ecc_uncorrected_first - prev_u ELSE ecc_uncorrected_first END AS u_delta,
-    pcie_replay_delta + CASE WHEN prev_r IS NULL OR pcie_replay_first IS NULL THEN 0
-      WHEN pcie_replay_first >= prev_r THEN pcie_replay_first - prev_r ELSE pcie_replay_first END AS r_delta,
-    epoch(ts_last - ts_first) AS span_s,
-    -- the GPU's usual time between samples, for logs sampled less than twice an hour (the
-    -- gap before each hour's first sample; overlapping files give none)
-    median(CASE WHEN ts_first > prev_ts THEN epoch(ts_first - prev_ts) END) OVER (PARTITION BY gpu_key) AS gpu_gap_s
-  FROM steps
-),
-g AS (
-  SELECT gpu_key, CAST(hour AS DATE) AS day,
-    arg_max(serial_linked, ts_last) AS serial, arg_max(uuid, ts_last) AS uuid, arg_max(host, ts_last) AS host,
-    arg_max(pci_bus_id, ts_last) AS pci_bus_id, arg_max(gpu_index, ts_last) AS gpu_index, arg_max(name, ts_last) AS name,
-    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows, any_value(gpu_gap_s) AS gpu_gap_s,
-    min(temp_min) AS temp_min, sum(temp_sum) / nullif(sum(temp_n), 0) AS temp_mean,
-    sum(temp_sumsq) / nullif(sum(temp_n), 0) AS temp_meansq, max(temp_max) AS temp_max,
-    max(mem_temp_max) AS mem_temp_max,
-    sum(util_sum) / nullif(sum(util_n), 0) AS util_mean,
-    sum(mem_used_sum) / nullif(sum(mem_used_n), 0) AS mem_used_mean, max(mem_used_max) AS mem_used_max,
-    sum(power_sum) / nullif(sum(power_n), 0) AS power_mean, max(power_max) AS power_max,
-    sum(sm_clock_sum) / nullif(sum(sm_clock_n), 0) AS sm_clock_mean,
-    sum(throttle_thermal) / nullif(sum(throttle_n), 0) AS throttle_thermal_share,
-    sum(throttle_power) / nullif(sum(throttle_n), 0) AS throttle_power_share,
-    sum(throttle_hw_slowdown) / nullif(sum(throttle_n), 0) AS throttle_hw_slowdown_share,
-    sum(throttle_power_brake) / nullif(sum(throttle_n), 0) AS throttle_power_brake_share,
-    sum(c_delta) AS ecc_corrected_delta, sum(u_delta) AS ecc_uncorrected_delta,
-    max(retired_pages_max) AS retired_pages_max, max(remapped_rows_pending_max) AS remapped_rows_pending_max,
-    max(remapped_rows_failed_max) AS remapped_rows_failed_max,
-    max(remapped_rows_uncorrectable_max) AS remapped_rows_uncorrectable_max,
-    min(pcie_width_min) AS pcie_width_min, max(pcie_width_max_reported) AS pcie_width_max_reported,
-    sum(r_delta) AS pcie_replay_delta,
-    sum(fan_sum) / nullif(sum(fan_n), 0) AS fan_mean, max(fan_max) AS fan_max,
-    sum(gpu_error_n) AS gpu_error_samples
-  FROM d GROUP BY ALL
-)
-SELECT gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, day, samples,
-  -- samples x interval over the day: the interval from within the hours where they hold
-  -- several samples (1 s logs: 3,600), else the GPU's usual gap (hourly logs: one an hour;
-  -- a day's pair of samples a second apart would make the within-hour estimate tiny)
-  CASE WHEN samples >= 2 * nrows THEN least(1.0, samples * (span_s / (samples - nrows)) / 86400.0)
-       WHEN gpu_gap_s > 0 THEN least(1.0, samples * gpu_gap_s / 86400.0) END AS coverage,
-  temp_min, temp_mean,
-  -- p95 from the day's moments (normal approximation, capped by the max): exact
-  -- quantiles would need every sample; hourly facts keep counts, sums and extremes.
-  least(temp_max, temp_mean + 1.6449 * sqrt(greatest(temp_meansq - temp_mean * temp_mean, 0))) AS temp_p95,
-  temp_max, mem_temp_max, util_mean, mem_used_mean, mem_used_max, power_mean, power_max, sm_clock_mean,
-  throttle_thermal_share, throttle_power_share, throttle_hw_slowdown_share, throttle_power_brake_share,
-  ecc_corrected_delta, ecc_uncorrected_delta, retired_pages_max, remapped_rows_pending_max,
-  remapped_rows_failed_max, remapped_rows_uncorrectable_max, pcie_width_min, pcie_width_max_reported,
-  pcie_replay_delta, fan_mean, fan_max, gpu_error_samples
-FROM g
-"""

@@ -7,14 +7,22 @@ or "clocks.sm"``) takes one canonical name, the short query name (``clocks.sm``;
 for ``gpu_name``), so a header line and a ``noheader`` file whose fields come from
 ``--fields`` yield the same columns whichever spelling each used.
 
-Every value is cleaned by one SQL expression per field (DuckDB), shared by the fast
-whole-file path and the exact line-by-line path, so both give the same answer.
+This module is the one table of what a cell means: field names and aliases, units, kinds
+(:attr:`Field.kind`), null markers, failing-GPU markers, Yes/No words, bit masks, timestamp
+formats. Every value is cleaned by one SQL expression per field generated from it
+(:func:`clean_sql`, :func:`bad_sql`), shared by the fast many-files path, the line-by-line
+path and the header plan's fitting of headerless files, so all give the same answer; the two
+Python twins (:func:`is_marker`, :func:`is_time`) sit beside their SQL, and a property test
+checks that they agree. A new marker or timestamp format is one edit here.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
+
+from pipeline.vocab.sql import literal
 
 #: Documented aliases (``"A" or "B"`` in ``nvidia-smi --help-query-gpu``) -> the canonical
 #: name: the short query name. ``clocks_throttle_reasons.*`` and ``clocks_event_reasons.*``
@@ -114,6 +122,11 @@ TIMESTAMP_FORMATS = [
     "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
 ]
 
+#: A whole number (an index).
+INT_PATTERN = r"[+-]?[0-9]+"
+#: A PCI bus id as nvidia-smi and the kernel print it (lower case, ``PCI:`` prefix removed).
+PCI_PATTERN = r"[0-9a-f]{1,8}:[0-9a-f]{1,2}:[0-9a-f]{1,2}(\.[0-7])?"
+
 _CELL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*(?:\[([^\]\r\n]*)\])?\s*$")
 _KNOWN_HEADER_WORDS = {"timestamp", "index", "name", "uuid", "serial", "pstate", "count", "driver_version"}
 
@@ -193,8 +206,20 @@ def header_fields(line: str) -> list[Field] | None:
 
 # -- SQL cleaning ---------------------------------------------------------------------
 
-def _q(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+def is_marker(text: str) -> bool:
+    """Python twin of :func:`marker_sql` (a trimmed cell): empty, ``N/A`` or a ``[...]`` marker."""
+    return text in ("", "N/A") or text.startswith("[")
+
+
+def is_time(text: str) -> bool:
+    """Python twin of the ``ts`` cleaning in :func:`clean_sql`: one of :data:`TIMESTAMP_FORMATS`."""
+    for fmt in TIMESTAMP_FORMATS:
+        try:
+            datetime.strptime(text, fmt)
+            return True
+        except ValueError:
+            continue
+    return False
 
 
 def marker_sql(v: str, *, null: bool = False) -> str:
@@ -206,12 +231,12 @@ def marker_sql(v: str, *, null: bool = False) -> str:
 
 def failing_sql(v: str) -> str:
     """True when the trimmed value ``v`` is one of :data:`FAILING_MARKERS`."""
-    return f"(ascii({v}) = 91 AND {v} IN ({', '.join(_q(m) for m in FAILING_MARKERS)}))"
+    return f"(ascii({v}) = 91 AND {v} IN ({', '.join(literal(m) for m in FAILING_MARKERS)}))"
 
 
 def bool_sql(v: str) -> str:
-    whens = " ".join(f"WHEN {_q(w)} THEN 1" for w in TRUE_WORDS)
-    whens += " " + " ".join(f"WHEN {_q(w)} THEN 0" for w in FALSE_WORDS)
+    whens = " ".join(f"WHEN {literal(w)} THEN 1" for w in TRUE_WORDS)
+    whens += " " + " ".join(f"WHEN {literal(w)} THEN 0" for w in FALSE_WORDS)
     return f"(CASE {v} {whens} END)"
 
 
@@ -220,7 +245,7 @@ def _unitless(v: str, unit: str) -> str:
         return v
     suffix = " " + unit
     # substr() is about twice as fast as a [:-n] slice here (a number is ASCII either way).
-    return f"(CASE WHEN suffix({v}, {_q(suffix)}) THEN substr({v}, 1, length({v}) - {len(suffix)}) ELSE {v} END)"
+    return f"(CASE WHEN suffix({v}, {literal(suffix)}) THEN substr({v}, 1, length({v}) - {len(suffix)}) ELSE {v} END)"
 
 
 #: What :func:`clean_sql` with ``flag_bad`` gives an unreadable number or mask: values
@@ -237,16 +262,17 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
 
     ``flag_bad`` (numbers and masks): an unreadable value becomes :data:`BAD_NUMBER` /
     :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell) counts
-    as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.smi_facts.hourly_sql`) without a per-row check.
+    as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.telemetry.facts.hourly_sql`) without a per-row check.
     """
     kind = as_kind or f.kind
     v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
     marker = marker_sql(v, null=flag_bad)
     if kind == "ts":
-        fmts = ", ".join(_q(x) for x in TIMESTAMP_FORMATS)
-        return f"try_strptime({v}, [{fmts}])"
-    if kind == "int":
-        return f"TRY_CAST({v} AS INTEGER)"
+        fmts = ", ".join(literal(x) for x in TIMESTAMP_FORMATS)
+        # Every format starts with the year's digits; DuckDB would also read 'infinity'.
+        return f"(CASE WHEN ascii({v}) BETWEEN 48 AND 57 THEN try_strptime({v}, [{fmts}]) END)"
+    if kind == "int":  # (a bare cast would round '1.5' to 2)
+        return f"(CASE WHEN regexp_full_match({v}, {literal(INT_PATTERN)}) THEN TRY_CAST({v} AS INTEGER) END)"
     if kind == "pci":
         return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {pci_sql(v)} END)"
     if kind == "mask":
@@ -254,12 +280,14 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
         mask = f"coalesce({mask}, {BAD_MASK})" if flag_bad else mask
         return f"(CASE WHEN {marker} THEN NULL ELSE {mask} END)"
     if kind in ("num", "auto"):
-        # Letters first go to the Yes/No words; only number-like text is cast (a failing
-        # cast is slow, and markers or words on every row are common).
+        # A digit, sign or point first (most cells: one test, then the cast); then markers;
+        # letters go to the Yes/No words; only number-like text is cast (a failing cast is
+        # slow, and markers or words on every row are common).
         word, num = bool_sql(v), f"TRY_CAST({_unitless(v, f.unit)} AS DOUBLE)"
         if flag_bad:
             word, num = f"coalesce({word}, {BAD_NUMBER})", f"coalesce({num}, {BAD_NUMBER})"
-        return f"(CASE WHEN {marker} THEN NULL WHEN ascii({v}) >= 65 THEN {word} ELSE {num} END)"
+        return (f"(CASE WHEN ascii({v}) BETWEEN 43 AND 57 THEN {num} WHEN {marker} THEN NULL "
+                f"WHEN ascii({v}) >= 65 THEN {word} ELSE {num} END)")
     return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
 
 
@@ -282,7 +310,7 @@ def pci_sql(v: str) -> str:
     """Canonical Linux bus id: ``00000000:3B:00.0`` and ``PCI:0000:3b:00`` -> ``0000:3b:00.0``."""
     s = f"lower(regexp_replace({v}, '^(?i:pci:)', ''))"
     return (
-        f"(CASE WHEN regexp_full_match({s}, '[0-9a-f]{{1,8}}:[0-9a-f]{{1,2}}:[0-9a-f]{{1,2}}(\\.[0-7])?') THEN "
+        f"(CASE WHEN regexp_full_match({s}, {literal(PCI_PATTERN)}) THEN "
         f"right(lpad(split_part({s}, ':', 1), 4, '0'), 4) || ':' || lpad(split_part({s}, ':', 2), 2, '0') || ':' || "
         f"lpad(split_part(split_part({s}, ':', 3), '.', 1), 2, '0') || '.' || "
         f"coalesce(nullif(split_part(split_part({s}, ':', 3), '.', 2), ''), '0') "

@@ -4,15 +4,16 @@ Reads: ``DATA/telemetry/<host>/*.csv[.gz]`` and the ``inventory`` table (a host'
 its time zone; serials for GPUs whose telemetry lacks one). Writes: ``smi_hourly`` (per
 file, GPU and UTC hour), ``smi_headers`` (the field list each file ends with), the
 quarantine (every line that cannot be read, with file, line and reason), and
-``gpu_days``, recomputed from all hourly facts on every run.
+nothing else: ``gpu_days`` is derived from ``smi_hourly`` by :func:`derive_gpu_days`,
+which the nightly job runs after this stage.
 
 Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
-and day), whose cost is per statement: one streaming DuckDB pass reads a batch of a host's
-files that share a layout (:mod:`pipeline.ingest.smi_batch`, :meth:`Warehouse.ingest_batch`:
-one transaction per batch, a registry row per file). A large file's cost is its bytes: it
-is loaded alone by :func:`load_file`, through the C reader (:mod:`pipeline.ingest.smi_native`)
-where it is built and the file is clean, else DuckDB's reader. Only files with problems are
-read line by line (:mod:`pipeline.ingest.smi_read`).
+and day), whose cost is per statement: one DuckDB ``read_csv`` reads a batch of a host's
+files that share a layout, the file name a column (:mod:`pipeline.ingest.telemetry.batch`,
+:meth:`Warehouse.ingest_batch`: one transaction per batch, a registry row per file). A
+large file is a batch of one, streamed. Only files the fast path gives back are read line
+by line (:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated
+from one table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
 ``parse_smi_files`` gives the contract's clean per-sample table for ``fleetfault parse smi``.
 """
 
@@ -26,15 +27,36 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
-from pipeline.ingest import smi_facts, smi_headers, smi_native, sniff
-from pipeline.vocab.hosts import host_key, host_key_sql
-from pipeline.ingest.smi_batch import BATCH_FILES, cell, finish_hourly, headers_frame, judge_rejects, load_files
-from pipeline.ingest.smi_fields import Field, clean_sql, fixed_dtype, header_fields, marker_sql, parse_fields
-from pipeline.ingest.smi_read import ExactRead, Segment, csv_source, first_line, has_lone_cr, read_exact, scratch
+from pipeline.engine.base import Engine
+from pipeline.ingest.telemetry import batch, facts, header_plan
+from pipeline.ingest.telemetry.batch import (
+    BATCH_FILES,
+    cell,
+    finish_hourly,
+    headers_frame,
+    load_files,
+    probe,
+)
+from pipeline.ingest.telemetry.fields import (
+    Field,
+    clean_sql,
+    fixed_dtype,
+    header_fields,
+    marker_sql,
+    parse_fields,
+)
+from pipeline.ingest.telemetry.read import (
+    ExactRead,
+    Segment,
+    first_line,
+    read_exact,
+    scratch,
+)
 from pipeline.timeutil import local_to_utc_expr
+from pipeline.vocab.hosts import host_key, host_key_sql
+from pipeline.vocab.sql import ident, literal, literals
 from pipeline.warehouse import FileResult, Loaded, Rejected
 
 log = logging.getLogger(__name__)
@@ -60,7 +82,7 @@ def parse_smi_files(
     paths
         Log files (plain or gzip), in rotation order (oldest first); a file that starts
         without a header takes the same host's nearest header that fits its lines, before
-        it, else after it (:mod:`pipeline.ingest.smi_headers`).
+        it, else after it (:mod:`pipeline.ingest.telemetry.header_plan`).
     host
         Host of every sample; default: each file's folder name. A ``hostname`` field in
         the line wins over both.
@@ -79,7 +101,7 @@ def parse_smi_files(
         markers as null). Each rejected line's ``detail`` starts with its file.
         Without a field that tells GPUs apart (the minimal query ``timestamp,name,...``),
         ``gpu_index`` is the line's place in its sampling round, as in the hourly facts
-        (:func:`pipeline.ingest.smi_facts.round_index_sql`).
+        (:func:`pipeline.ingest.telemetry.facts.round_index_sql`).
 
     Examples
     --------
@@ -94,16 +116,13 @@ def parse_smi_files(
         groups, per_file, _ = _read_in_order(paths, hosts, configured, planned)
     frames: list[pl.DataFrame] = []
     bad_by_seq: dict[int, list[Rejected]] = {}
-    con = scratch()
-    try:
+    with scratch() as con:
         for (flds, h), parts in groups.items():
             seg = Segment(list(flds), pl.concat(parts))
             df, bad = clean_segment(con, seg, h, tz)
             frames.append(df)
             for r in bad:
                 bad_by_seq.setdefault(r.seq, []).append(r.rejected)
-    finally:
-        con.close()
     rejects: list[Rejected] = []
     for seq, (p, out) in enumerate(per_file):
         mine = sorted(out.rejects + bad_by_seq.get(seq, []), key=lambda r: r.line_no or 0)
@@ -137,7 +156,7 @@ def _read_in_order(paths: list[Path], hosts: list[str], configured, planned: dic
 
 
 def _cli_plan(paths: list[Path], hosts: list[str], per_file, configured) -> dict[int, list[Field] | None]:
-    """The header plan (:func:`smi_headers.plan_starts`) of the files that start without a
+    """The header plan (:func:`header_plan.plan_starts`) of the files that start without a
     header, host by host in the order given; empty when every file starts with one."""
     firsts = [header_fields(first_line(p)) for p in paths]
     if all(firsts):
@@ -147,11 +166,11 @@ def _cli_plan(paths: list[Path], hosts: list[str], per_file, configured) -> dict
         idx = [k for k, hh in enumerate(hosts) if hh == h]
         files = []
         for k in idx:
-            own_first = firsts[k] or smi_headers.scan(paths[k]).own_first
-            files.append(smi_headers.HostFile(str(paths[k]), firsts[k] is not None, own_first,
+            own_first = firsts[k] or header_plan.scan(paths[k]).own_first
+            files.append(header_plan.HostFile(str(paths[k]), firsts[k] is not None, own_first,
                                               per_file[k][1].last_fields if own_first else None,
-                                              [] if firsts[k] else functools.partial(smi_headers.head_sample, paths[k])))
-        for k, st in zip(idx, smi_headers.plan_starts(files, configured)):
+                                              [] if firsts[k] else functools.partial(header_plan.head_sample, paths[k])))
+        for k, st in zip(idx, header_plan.plan_starts(files, configured)):
             if firsts[k] is None:
                 out[k] = st.fields
     return out
@@ -161,8 +180,8 @@ def _reject_reason(field_name: str) -> str:
     return {"timestamp": "bad_timestamp", "index": "bad_index"}.get(field_name, "bad_value")
 
 
-def _bad_rows(con: duckdb.DuckDBPyConnection, seg_fields: list[Field]) -> list[Rejected]:
-    rows = con.execute(smi_facts.reject_rows_sql(seg_fields, "seg", facts_only=True)).fetchall()
+def _bad_rows(con: Engine, seg_fields: list[Field]) -> list[Rejected]:
+    rows = con.rows(facts.reject_rows_sql(seg_fields, "seg", facts_only=True), step="smi: unreadable values")
     return [Rejected(ln, _reject_reason(f), line, f"unreadable {f}") for ln, line, f in rows]
 
 
@@ -172,7 +191,7 @@ class _SeqRejected:
     rejected: Rejected
 
 
-def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[_SeqRejected]]:
+def clean_segment(con: Engine, seg, host: str, tz: str) -> tuple[pl.DataFrame, list[_SeqRejected]]:
     """Clean one segment's raw columns (DuckDB SQL); returns the frame and its bad rows.
 
     The segment's frame carries ``_seq`` (the file's position); so do the results.
@@ -180,9 +199,9 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
     fields = seg.fields
     con.register("seg", seg.frame)
     try:
-        bad_rows = con.execute(
-            f"SELECT _seq, line_no, line, bad_field FROM ({smi_facts.reject_rows_sql(fields, 'seg', extra='_seq, ')})"
-        ).fetchall()
+        bad_rows = con.rows(
+            f"SELECT _seq, line_no, line, bad_field FROM ({facts.reject_rows_sql(fields, 'seg', extra='_seq, ')})",
+            step="smi: unreadable values")
         rejects = [_SeqRejected(q, Rejected(ln, _reject_reason(f), line, f"unreadable {f}")) for q, ln, line, f in bad_rows]
         auto = [i for i, f in enumerate(fields) if f.kind == "auto"]
         numeric: set[int] = set()
@@ -191,12 +210,12 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
                 f"bool_and({marker_sql(f'c{i}')} OR {clean_sql(fields[i], f'c{i}', as_kind='num')} IS NOT NULL)"
                 for i in auto
             )
-            row = con.execute(f"SELECT {checks} FROM seg").fetchall()[0]
+            row = con.rows(f"SELECT {checks} FROM seg", step="smi: numeric columns")[0]
             numeric = {i for i, ok in zip(auto, row) if ok}
         by_name = {f.name: i for i, f in enumerate(fields)}
         # No field tells GPUs apart (the minimal query): each line's place in its sampling
         # round is its index, as in the hourly facts; numbered per file, before bad lines go.
-        by_round = smi_facts.needs_round_index(fields)
+        by_round = facts.needs_round_index(fields)
         sel = {}
         for col, src in (("ts", "timestamp"), ("gpu_index", "index"), ("name", "name"),
                          ("serial", "serial"), ("uuid", "uuid"), ("pci_bus_id", "pci.bus_id")):
@@ -207,7 +226,7 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
                 sel[col] = "TRY_CAST(_round_idx AS INTEGER)"
             else:
                 sel[col] = {"ts": "NULL::TIMESTAMP", "gpu_index": "NULL::INTEGER"}.get(col, "NULL::VARCHAR")
-        host_sql = "'" + host.replace("'", "''") + "'"
+        host_sql = literal(host)
         if "hostname" in by_name:
             i = by_name["hostname"]
             host_sql = f"coalesce({clean_sql(fields[i], f'c{i}')}, {host_sql})"
@@ -225,13 +244,13 @@ def clean_segment(con: duckdb.DuckDBPyConnection, seg, host: str, tz: str) -> tu
             dtypes[col] = fixed_dtype(f.name) if f.kind in ("num", "mask") or i in numeric else None
             kind = ("num" if i in numeric else "text") if f.kind == "auto" else None
             sel[col] = clean_sql(f, f"c{i}", as_kind=kind)
-        src = smi_facts.round_index_sql(fields, "seg", by="_seq") if by_round else "seg"
+        src = facts.round_index_sql(fields, "seg", by="_seq") if by_round else "seg"
         if rejects:
             con.register("bad_lines", pl.DataFrame({"_seq": [r.seq for r in rejects],
                                                     "line_no": [r.rejected.line_no for r in rejects]}))
             src = f"(SELECT * FROM {src} ANTI JOIN bad_lines USING (_seq, line_no))"
-        cols = ", ".join(f'{e} AS "{c}"' for c, e in sel.items())
-        df = con.sql(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}").pl()
+        cols = ", ".join(f"{e} AS {ident(c)}" for c, e in sel.items())
+        df = con.pl(f"SELECT {cols}, _seq, line_no AS _line_no FROM {src}", step="smi: clean samples")
     finally:
         con.unregister("seg")
     order = IDENTITY_COLUMNS + [c for c in df.columns if c not in IDENTITY_COLUMNS and not c.startswith("_")] + ["_seq", "_line_no"]
@@ -263,102 +282,61 @@ def _integral_to_int(df: pl.DataFrame, dtypes: dict[str, str | None] | None = No
 
 # -- hourly facts of one file (the stage's loader) --------------------------------------
 
-def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None) -> tuple[Loaded, list[Field] | None]:
+def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None,
+              fast: bool = True) -> tuple[Loaded, list[Field] | None]:
     """Hourly facts of one telemetry file, for :meth:`Warehouse.ingest_file`.
 
     ``fields`` is the field list in force before the file's first line (the host's last
     header, or the configured list). Returns the :class:`Loaded` and the field list in
-    force at the end of the file.
+    force at the end of the file. ``fast=False``: straight to the line-by-line path (the
+    fast path already gave the file back).
     """
-    broken = sniff.file_problem(path) is not None  # the exact path quarantines it whole
-    hf = None if broken else header_fields(first_line(path))
-    con = scratch()
-    try:
-        fast, flds, skip = None, None if broken else hf or fields, 1 if hf else 0
-        if flds:
-            fast = smi_native.hourly(con, path, flds, skip) or _fast_path(con, path, flds, skip)
-        if fast is not None:
-            hourly, n, rejects = fast
-            loaded = Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=1 if hf else 0, rejects=rejects)
-            last = hf or fields
+    lay, hf = probe(path, fields)
+    with scratch() as con:
+        got = batch.fast_batch(con, [(path, file_id)], lay, host=host, tz=tz)[0] if fast and lay is not None else None
+        if got is not None:
+            (loaded, frame), last = got, list(lay.fields)
         else:
-            out = ExactRead()
-            parts = []
-            for seg in read_exact(path, fields, out):
-                if "timestamp" not in [f.name for f in seg.fields]:
-                    out.rejects.extend(
-                        Rejected(ln, "no_timestamp", line, "the field list has no timestamp")
-                        for ln, line in seg.frame.select("line_no", "line").iter_rows()
-                    )
-                    continue
-                con.register("seg", seg.frame)
-                bad = _bad_rows(con, seg.fields)
-                out.rejects.extend(bad)
-                seg_src = "seg"
-                if smi_facts.needs_round_index(seg.fields):  # numbered before bad lines go
-                    seg_src = smi_facts.round_index_sql(seg.fields, "seg")
-                good_rows = seg_src
-                if bad:
-                    con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
-                    good_rows = f"(SELECT * FROM {seg_src} ANTI JOIN bad_lines USING (line_no))"
-                parts.append(con.sql(smi_facts.hourly_sql(seg.fields, good_rows)).pl())
-                con.unregister("seg")
-            hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
-            good = sum(int(p["samples"].sum()) for p in parts)
-            loaded = Loaded(rows_read=out.rows_read, rows_loaded=good,
-                            rows_skipped=out.rows_skipped, rejects=out.rejects)
-            last = out.last_fields
-        if hourly is None or hourly.is_empty():
-            frame = finish_hourly(con, None, host, tz)
-        else:
-            con.register("agg", hourly)
-            frame = finish_hourly(con, f"(SELECT *, {int(file_id)}::BIGINT AS file_id FROM agg)", host, tz)
-    finally:
-        con.close()
+            loaded, frame, last = _line_by_line(con, path, file_id, host=host, tz=tz, fields=fields)
     loaded.tables = {"smi_hourly": frame, "smi_headers": headers_frame(file_id, host, last, hf or fields)}
     return loaded, last
 
 
-def _fast_path(con, path: Path, fields: list[Field], skip: int, *, typed: bool = True):
-    """(hourly rows, data rows, rejects) from one DuckDB pass, or None when the file needs
-    the exact path.
-
-    Lines DuckDB rejects for their number of cells (a truncated last line, typically) are
-    quarantined from here; any other problem (bad bytes, an unreadable value, something
-    that looks like a header, a reject the exact path would judge otherwise) declines.
-    Columns whose first value is plain are typed by the reader (:func:`smi_facts.typed_columns`);
-    should a later value not fit its type (a marker, a word), the file is read again as text.
-    """
-    if "timestamp" not in [f.name for f in fields] or smi_facts.needs_round_index(fields):
-        return None  # no timestamp, or GPUs numbered by line order: the exact path
-    delim = ", " if ", " in first_line(path) else ","
-    types, ts_format = smi_facts.typed_columns(fields, first_line(path, skip=skip), delim) if typed else ({}, None)
-    src = csv_source(path, len(fields), skip, delim, types=types, ts_format=ts_format)
-    try:
-        rows = con.sql(smi_facts.hourly_sql(fields, src, typed=types)).pl()
-        found = con.execute(
-            "SELECT DISTINCT line, error_type, csv_line FROM reject_errors "
-            "WHERE scan_id = (SELECT max(scan_id) FROM reject_scans) ORDER BY line"
-        ).fetchall()
-    except duckdb.Error as exc:
-        log.info("%s: fast path declined (%s); reading line by line", path, exc)
-        return None
-    if types and _misfits(found):
-        return _fast_path(con, path, fields, skip, typed=False)
-    if not smi_facts.hourly_ok(rows):
-        return None
-    rejects = judge_rejects(found, len(fields))
-    if rejects is None or (rejects and has_lone_cr(path)):
-        return None
-    return rows, int(rows["samples"].sum()), rejects
-
-
-def _misfits(found: list[tuple]) -> bool:
-    """True when DuckDB rejected a whole line (not a header) only for a value its column's
-    type cannot hold: read as text, the line may well be fine."""
-    cast = {(line, raw) for line, kind, raw in found if kind == "CAST"}
-    other = {line for line, kind, _ in found if kind != "CAST"}
-    return any(line not in other and header_fields((raw or "").rstrip("\r\n")) is None for line, raw in cast)
+def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None):
+    """The exact path, for a file the fast path gave back: every line numbered and judged
+    (blank, header, wrong cell count, unreadable value: :func:`_bad_rows`), the rest
+    aggregated by the same SQL as the fast path. Returns (Loaded, smi_hourly rows, the
+    field list in force at the end)."""
+    out = ExactRead()
+    parts = []
+    for seg in read_exact(path, fields, out):
+        if "timestamp" not in [f.name for f in seg.fields]:
+            out.rejects.extend(
+                Rejected(ln, "no_timestamp", line, "the field list has no timestamp")
+                for ln, line in seg.frame.select("line_no", "line").iter_rows()
+            )
+            continue
+        con.register("seg", seg.frame)
+        bad = _bad_rows(con, seg.fields)
+        out.rejects.extend(bad)
+        seg_src = "seg"
+        if facts.needs_round_index(seg.fields):  # numbered before bad lines go
+            seg_src = facts.round_index_sql(seg.fields, "seg")
+        good_rows = seg_src
+        if bad:
+            con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
+            good_rows = f"(SELECT * FROM {seg_src} ANTI JOIN bad_lines USING (line_no))"
+        parts.append(con.pl(facts.hourly_sql(seg.fields, good_rows), step="smi: hourly facts, line by line"))
+        con.unregister("seg")
+    hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
+    good = sum(int(p["samples"].sum()) for p in parts)
+    loaded = Loaded(rows_read=out.rows_read, rows_loaded=good, rows_skipped=out.rows_skipped, rejects=out.rejects)
+    if hourly is None or hourly.is_empty():
+        frame = finish_hourly(con, None, host, tz)
+    else:
+        con.register("exact_agg", hourly)
+        frame = finish_hourly(con, f"(SELECT *, {literal(int(file_id))}::BIGINT AS file_id FROM exact_agg)", host, tz)
+    return loaded, frame, out.last_fields
 
 
 # -- the stage ---------------------------------------------------------------------------
@@ -386,15 +364,16 @@ def configured_fields(cfg, host: str) -> list[Field] | None:
 
 
 def run(ctx) -> None:
-    """Stage: load new or changed telemetry files, then recompute ``gpu_days``."""
+    """Stage: load new or changed telemetry files (``gpu_days`` is derived afterwards, by
+    :func:`~pipeline.ingest.telemetry.gpu_days.derive_gpu_days`)."""
     root = ctx.data_dir / "telemetry"
     if not root.is_dir():
         ctx.note(STAGE, f"no {root}: no telemetry")
         return
     wh = ctx.wh
     # A host's site (so its zone) by host_key: folder 'dgx-a-12' finds inventory 'DGX-A-12'.
-    sites = dict(wh.sql(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
-                        "WHERE host IS NOT NULL GROUP BY 1"))
+    sites = dict(wh.engine.rows(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
+                                "WHERE host IS NOT NULL GROUP BY 1", step="smi: sites of hosts"))
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host)
     for host_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         prev = None
@@ -402,14 +381,16 @@ def run(ctx) -> None:
             plan.append((path, host_dir.name, prev))
             prev = path
     state: dict[Path, list[Field] | None] = {}
+    key_of = functools.cache(ctx.file_key)  # (a file's registry key resolves its path: once a run)
 
     def before(host: str, prev: Path | None) -> list[Field] | None:
         if prev is not None:
             if prev in state:
                 return state[prev] or configured_fields(ctx.cfg, host)
-            reg = wh.registered(STAGE, ctx.file_key(prev))
+            reg = wh.registered(STAGE, key_of(prev))
             if reg:
-                rows = wh.sql("SELECT last_fields FROM smi_headers WHERE file_id = ?", [reg["file_id"]])
+                rows = wh.engine.rows(f"SELECT last_fields FROM smi_headers WHERE file_id = {literal(reg['file_id'])}",
+                                      step="smi: a file's last header")
                 if rows and rows[0][0]:
                     return header_fields(rows[0][0])
         return configured_fields(ctx.cfg, host)
@@ -441,17 +422,16 @@ def run(ctx) -> None:
         paths = [path for path, _, _ in entries]
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
-        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of)
+        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of)
 
     results = ingest(plan)
-    results.update(_settle_headers(ctx, plan, planned, ingest, results))
+    results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
-    ctx.report(STAGE).rows_out = recompute_gpu_days(wh)
 
 
-def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult]) -> dict[Path, FileResult]:
+def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of) -> dict[Path, FileResult]:
     """Read every file that starts without a header with the header
-    :func:`~pipeline.ingest.smi_headers.plan_starts` picks for it from all the host's files
+    :func:`~pipeline.ingest.telemetry.header_plan.plan_starts` picks for it from all the host's files
     present now, and record the pick (``smi_headers.header_from``).
 
     A file loaded with another field list than the plan's (its header arrived in a later
@@ -461,9 +441,9 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     so one round settles it: a host none of whose files changed, each read with a
     header, is not looked at again. Returns the reloaded files' results."""
     wh = ctx.wh
-    reg = {path: row for path, *row in wh.sql(
+    reg = {path: row for path, *row in wh.engine.rows(
         "SELECT f.path, f.file_id, h.start_fields, h.last_fields, h.own_first, h.header_from, f.rows_skipped "
-        "FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = ?", [STAGE],
+        f"FROM files f LEFT JOIN smi_headers h USING (file_id) WHERE f.stage = {literal(STAGE)}",
         step="smi: recorded headers")}
     by_host: dict[str, list[tuple[Path, Path | None]]] = {}
     for path, host, prev in plan:
@@ -472,7 +452,7 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     why: dict[int, str] = {}
     record: list[tuple[int, str | None, str]] = []  # (file_id, header_from, own_first)
     for host, entries in by_host.items():
-        keys = [ctx.file_key(p) for p, _ in entries]
+        keys = [key_of(p) for p, _ in entries]
         if any(k not in reg for k in keys):
             continue  # a file the registry lacks was not loaded: nothing to settle against
         if all(results[p].status == "unchanged" and reg[k][4] is not None for (p, _), k in zip(entries, keys)):
@@ -480,22 +460,22 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
         files = []
         for (path, _), key in zip(entries, keys):
             file_id, start, last, own, src, skipped = reg[key]
-            first = smi_headers.from_cells(own) if src == key and own else header_fields(first_line(path))
+            first = header_plan.from_cells(own) if src == key and own else header_fields(first_line(path))
             if first is not None:
                 own_first = first
             elif own is not None:  # '' : looked for before, none
-                own_first = smi_headers.from_cells(own)
+                own_first = header_plan.from_cells(own)
             elif skipped == 0:  # the loader skipped no line: no header line in it
                 own_first = None
             else:
-                own_first = smi_headers.scan(path).own_first
-            files.append(smi_headers.HostFile(key, first is not None, own_first,
-                                              smi_headers.from_cells(last) if own_first else None,
-                                              [] if first is not None else functools.partial(smi_headers.head_sample, path)))
-        starts = smi_headers.plan_starts(files, configured_fields(ctx.cfg, host))
+                own_first = header_plan.scan(path).own_first
+            files.append(header_plan.HostFile(key, first is not None, own_first,
+                                              header_plan.from_cells(last) if own_first else None,
+                                              [] if first is not None else functools.partial(header_plan.head_sample, path)))
+        starts = header_plan.plan_starts(files, configured_fields(ctx.cfg, host))
         for (path, prev), key, f, st in zip(entries, keys, files, starts):
             file_id, start = reg[key][:2]
-            record.append((file_id, st.source, smi_headers.cells_text(f.own_first) or ""))
+            record.append((file_id, st.source, header_plan.cells_text(f.own_first) or ""))
             if f.starts_with_header:
                 continue
             planned[path] = st.fields
@@ -509,8 +489,8 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
         ctx.note(STAGE, f"{len(todo)} headerless files read again: the host's header they are read with changed")
     if record:
         ids = {k: reg[k][0] for k in reg}
-        fresh = dict(wh.sql("SELECT path, file_id FROM files WHERE stage = ? AND path IN (SELECT unnest(?::VARCHAR[]))",
-                            [STAGE, list(why)], step="smi: reloaded file ids")) if why else {}
+        fresh = dict(wh.engine.rows(f"SELECT path, file_id FROM files WHERE stage = {literal(STAGE)} "
+                                    f"AND path IN ({literals(why)})", step="smi: reloaded file ids")) if why else {}
         old_to_new = {ids[k]: fid for k, fid in fresh.items()}
         because = {old_to_new[ids[k]]: w for k, w in why.items() if ids[k] in old_to_new}
         frame = pl.DataFrame(
@@ -518,17 +498,18 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
              "own_first": [o for _, _, o in record],
              "reloaded_because": [because.get(old_to_new.get(fid, fid)) for fid, _, _ in record]},
             schema={"file_id": pl.Int64, "header_from": pl.Utf8, "own_first": pl.Utf8, "reloaded_because": pl.Utf8})
-        wh.con.register("_smi_header_plan", frame)
+        wh.engine.register("_smi_header_plan", frame)
         try:
-            wh.sql("UPDATE smi_headers SET header_from = p.header_from, own_first = p.own_first, "
+            wh.engine.execute("UPDATE smi_headers SET header_from = p.header_from, own_first = p.own_first, "
                    "reloaded_because = coalesce(p.reloaded_because, smi_headers.reloaded_because) "
                    "FROM _smi_header_plan p WHERE smi_headers.file_id = p.file_id", step="smi: record header plan")
         finally:
-            wh.con.unregister("_smi_header_plan")
+            wh.engine.unregister("_smi_header_plan")
     return out
 
 
-def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None) -> dict[Path, FileResult]:
+def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
+                    key_of=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
     :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
     returns each file's result (``reload``: even the unchanged ones are loaded again)."""
@@ -545,7 +526,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
         prev_of = {path: prev for path, _, prev in chunk}
 
         def single(path: Path, file_id: int, fields, host=host, tz=tz):
-            loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields)
+            loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields, fast=False)
             return loaded, last or configured_fields(ctx.cfg, host)
 
         def loader(items: list[tuple[Path, int]], host=host, tz=tz, prev_of=prev_of) -> list[Loaded]:
@@ -568,7 +549,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
             return out
 
         paths = [path for path, _, _ in chunk]
-        keys = [ctx.file_key(p) for p in paths]
+        keys = [(key_of or ctx.file_key)(p) for p in paths]
         results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys, reload=keys if reload else ())))
     return results
 
@@ -588,12 +569,3 @@ def keep_samples(path: Path, root: Path, *, host: str, tz: str, fields: list[Fie
         out.mkdir(parents=True, exist_ok=True)
         part.write_parquet(out / name)
     return df.height
-
-
-def recompute_gpu_days(wh) -> int:
-    """Rebuild ``gpu_days`` from every row of ``smi_hourly`` (one SQL step)."""
-    cols = ", ".join(f'"{c}"' for c in wh.schemas["gpu_days"].names)
-    with wh.transaction():
-        wh.sql("DELETE FROM gpu_days", step="clear gpu_days")
-        wh.sql(f"INSERT INTO gpu_days ({cols}) SELECT {cols} FROM ({smi_facts.GPU_DAYS_SQL})", step="gpu_days")
-    return wh.scalar("SELECT count(*) FROM gpu_days")

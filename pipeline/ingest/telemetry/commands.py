@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
 
         Exits 1 when some lines could not be read (they are listed on stderr), 0 otherwise.
         """
-        from pipeline.ingest.smi import parse_smi_files
+        from pipeline.ingest.telemetry import parse_smi_files
         from pipeline.output import write_table
 
         cfg = setup(config)
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
             for r in rejects[:20]:
                 where = f"line {r.line_no}" if r.line_no is not None else "file"  # a file judged whole
                 console.print(f"rejected {where}: {r.reason}: {r.detail}", markup=False, highlight=False, soft_wrap=True)
-            more = f" (first 20 shown)" if len(rejects) > 20 else ""
+            more = " (first 20 shown)" if len(rejects) > 20 else ""
             n = len(rejects)
             console.print(f"fleetfault: {n} line{'s' if n != 1 else ''} could not be read{more}", markup=False)
             raise typer.Exit(1)

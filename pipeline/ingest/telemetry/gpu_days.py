@@ -1,0 +1,110 @@
+"""GPU-day facts derived from hourly facts: the ``gpu_days`` table.
+
+Reads: every row of ``smi_hourly`` and the ``inventory`` (serials for GPUs whose telemetry
+lacks one). Writes: ``gpu_days``, rebuilt whole by :func:`derive_gpu_days`.
+
+Why apart from the smi stage: ingest loads files, derivation combines all of them (a day
+spans files, counters step across files). The nightly job (:mod:`pipeline.run`) runs the
+derivation after the stage, so loading stays per file and idempotent.
+"""
+
+from __future__ import annotations
+
+from pipeline.vocab.hosts import host_key_sql
+from pipeline.vocab.sql import ident
+
+GPU_DAYS_SQL = f"""
+WITH inv AS (
+  SELECT {host_key_sql('host')} AS host_k, slot, serial, installed_at, removed_at FROM inventory
+),
+h AS (
+  SELECT s.*,
+    coalesce(s.serial, (
+      SELECT any_value(i.serial) FROM inv i
+      WHERE i.host_k = {host_key_sql('s.host')} AND i.slot = s.gpu_index
+        AND (i.installed_at IS NULL OR i.installed_at <= s.ts_last)
+        AND (i.removed_at IS NULL OR i.removed_at > s.ts_first)
+    )) AS serial_linked
+  FROM smi_hourly s
+),
+k AS (
+  SELECT *, coalesce(serial_linked, 'uuid:' || uuid, 'bus:' || host || '/' || coalesce(pci_bus_id, 'index' || gpu_index)) AS gpu_key
+  FROM h
+),
+steps AS (
+  SELECT *,
+    lag(ecc_corrected_last) OVER w AS prev_c, lag(ecc_uncorrected_last) OVER w AS prev_u,
+    lag(pcie_replay_last) OVER w AS prev_r, lag(ts_last) OVER w AS prev_ts
+  FROM k WINDOW w AS (PARTITION BY gpu_key ORDER BY ts_first, ts_last)
+),
+d AS (
+  SELECT *,
+    ecc_corrected_delta + CASE WHEN prev_c IS NULL OR ecc_corrected_first IS NULL THEN 0
+      WHEN ecc_corrected_first >= prev_c THEN ecc_corrected_first - prev_c ELSE ecc_corrected_first END AS c_delta,
+    ecc_uncorrected_delta + CASE WHEN prev_u IS NULL OR ecc_uncorrected_first IS NULL THEN 0
+      WHEN ecc_uncorrected_first >= prev_u THEN ecc_uncorrected_first - prev_u ELSE ecc_uncorrected_first END AS u_delta,
+    pcie_replay_delta + CASE WHEN prev_r IS NULL OR pcie_replay_first IS NULL THEN 0
+      WHEN pcie_replay_first >= prev_r THEN pcie_replay_first - prev_r ELSE pcie_replay_first END AS r_delta,
+    epoch(ts_last - ts_first) AS span_s,
+    -- the GPU's usual time between samples, for logs sampled less than twice an hour (the
+    -- gap before each hour's first sample; overlapping files give none)
+    median(CASE WHEN ts_first > prev_ts THEN epoch(ts_first - prev_ts) END) OVER (PARTITION BY gpu_key) AS gpu_gap_s
+  FROM steps
+),
+g AS (
+  SELECT gpu_key, CAST(hour AS DATE) AS day,
+    arg_max(serial_linked, ts_last) AS serial, arg_max(uuid, ts_last) AS uuid, arg_max(host, ts_last) AS host,
+    arg_max(pci_bus_id, ts_last) AS pci_bus_id, arg_max(gpu_index, ts_last) AS gpu_index, arg_max(name, ts_last) AS name,
+    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows, any_value(gpu_gap_s) AS gpu_gap_s,
+    min(temp_min) AS temp_min, sum(temp_sum) / nullif(sum(temp_n), 0) AS temp_mean,
+    sum(temp_sumsq) / nullif(sum(temp_n), 0) AS temp_meansq, max(temp_max) AS temp_max,
+    max(mem_temp_max) AS mem_temp_max,
+    sum(util_sum) / nullif(sum(util_n), 0) AS util_mean,
+    sum(mem_used_sum) / nullif(sum(mem_used_n), 0) AS mem_used_mean, max(mem_used_max) AS mem_used_max,
+    sum(power_sum) / nullif(sum(power_n), 0) AS power_mean, max(power_max) AS power_max,
+    sum(sm_clock_sum) / nullif(sum(sm_clock_n), 0) AS sm_clock_mean,
+    sum(throttle_thermal) / nullif(sum(throttle_n), 0) AS throttle_thermal_share,
+    sum(throttle_power) / nullif(sum(throttle_n), 0) AS throttle_power_share,
+    sum(throttle_hw_slowdown) / nullif(sum(throttle_n), 0) AS throttle_hw_slowdown_share,
+    sum(throttle_power_brake) / nullif(sum(throttle_n), 0) AS throttle_power_brake_share,
+    sum(c_delta) AS ecc_corrected_delta, sum(u_delta) AS ecc_uncorrected_delta,
+    max(retired_pages_max) AS retired_pages_max, max(remapped_rows_pending_max) AS remapped_rows_pending_max,
+    max(remapped_rows_failed_max) AS remapped_rows_failed_max,
+    max(remapped_rows_uncorrectable_max) AS remapped_rows_uncorrectable_max,
+    min(pcie_width_min) AS pcie_width_min, max(pcie_width_max_reported) AS pcie_width_max_reported,
+    sum(r_delta) AS pcie_replay_delta,
+    sum(fan_sum) / nullif(sum(fan_n), 0) AS fan_mean, max(fan_max) AS fan_max,
+    sum(gpu_error_n) AS gpu_error_samples
+  FROM d GROUP BY ALL
+)
+SELECT gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, day, samples,
+  -- samples x interval over the day: the interval from within the hours where they hold
+  -- several samples (1 s logs: 3,600), else the GPU's usual gap (hourly logs: one an hour;
+  -- a day's pair of samples a second apart would make the within-hour estimate tiny)
+  CASE WHEN samples >= 2 * nrows THEN least(1.0, samples * (span_s / (samples - nrows)) / 86400.0)
+       WHEN gpu_gap_s > 0 THEN least(1.0, samples * gpu_gap_s / 86400.0) END AS coverage,
+  temp_min, temp_mean,
+  -- p95 from the day's moments (normal approximation, capped by the max): exact
+  -- quantiles would need every sample; hourly facts keep counts, sums and extremes.
+  least(temp_max, temp_mean + 1.6449 * sqrt(greatest(temp_meansq - temp_mean * temp_mean, 0))) AS temp_p95,
+  temp_max, mem_temp_max, util_mean, mem_used_mean, mem_used_max, power_mean, power_max, sm_clock_mean,
+  throttle_thermal_share, throttle_power_share, throttle_hw_slowdown_share, throttle_power_brake_share,
+  ecc_corrected_delta, ecc_uncorrected_delta, retired_pages_max, remapped_rows_pending_max,
+  remapped_rows_failed_max, remapped_rows_uncorrectable_max, pcie_width_min, pcie_width_max_reported,
+  pcie_replay_delta, fan_mean, fan_max, gpu_error_samples
+FROM g
+"""
+
+
+def derive(ctx) -> int:
+    """After the smi stage (``pipeline.run`` calls it): :func:`derive_gpu_days`."""
+    return derive_gpu_days(ctx.wh)
+
+
+def derive_gpu_days(wh) -> int:
+    """Rebuild ``gpu_days`` from every row of ``smi_hourly``; returns its row count."""
+    cols = ", ".join(ident(c) for c in wh.schemas["gpu_days"].names)
+    with wh.transaction():
+        wh.engine.execute("DELETE FROM gpu_days", step="clear gpu_days")
+        wh.engine.execute(f"INSERT INTO gpu_days ({cols}) SELECT {cols} FROM ({GPU_DAYS_SQL})", step="gpu_days")
+    return wh.engine.scalar("SELECT count(*) FROM gpu_days", step="gpu_days rows")
