@@ -54,9 +54,9 @@ def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
     with Warehouse(tmp_path / "full.duckdb") as full, Warehouse(tmp_path / "cut.duckdb") as part:
         for wh in (full, part):
             write_toy_fleet(wh, gpus=32, days=60, seed=3, start=START)
-        part.sql("DELETE FROM gpu_days WHERE day > ?", [cut])
-        part.sql("DELETE FROM xid_events WHERE CAST(ts AS DATE) > ?", [cut])
-        part.sql("DELETE FROM tickets WHERE CAST(opened_at AS DATE) > ?", [cut])
+        part.con.execute("DELETE FROM gpu_days WHERE day > ?", [cut]).fetchall()
+        part.con.execute("DELETE FROM xid_events WHERE CAST(ts AS DATE) > ?", [cut]).fetchall()
+        part.con.execute("DELETE FROM tickets WHERE CAST(opened_at AS DATE) > ?", [cut]).fetchall()
         build_features(full, Config())
         build_features(part, Config())
         a, b = _feature_rows(full, cut), _feature_rows(part, cut)

@@ -28,14 +28,14 @@ def test_open_warehouse_is_read_only(fleet, tmp_path):
     from pipeline.errors import EngineError
 
     with pytest.raises(EngineError):
-        fleet.sql("DELETE FROM inventory")
+        fleet.engine.execute("DELETE FROM inventory", step="test")
     with pytest.raises(UsageError, match="fleetfault run"):
         api.open_warehouse(tmp_path / "missing.duckdb", Config())
 
 
 def test_gpu_history_of_the_top_prediction(fleet):
     serial = api.interesting_gpu(fleet)
-    assert serial == fleet.scalar("SELECT serial FROM predictions WHERE rank = 1")
+    assert serial == fleet.con.execute("SELECT serial FROM predictions WHERE rank = 1").fetchall()[0][0]
     history = api.gpu_history(fleet, serial.lower())  # serials are matched as the inventory stores them
     assert set(history) == {"inventory", "gpu_days", "xid_events", "tickets", "predictions"}
     assert history["inventory"].height == 1 and history["gpu_days"].height > 100

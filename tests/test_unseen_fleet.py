@@ -62,7 +62,7 @@ def _con(tmp: Path) -> Warehouse:
 
 def _runs(tmp: Path) -> list[dict]:
     with _con(tmp) as con:
-        return [json.loads(r[0]) for r in con.sql("SELECT stages FROM runs ORDER BY run_id")]
+        return [json.loads(r[0]) for r in con.con.execute("SELECT stages FROM runs ORDER BY run_id").fetchall()]
 
 
 def _notes(tmp: Path, stage: str) -> list[str]:
@@ -102,8 +102,8 @@ def test_outputs_and_exports_are_written(which, request, tmp_path):
 def test_the_foreign_inventory_is_read(which, request):
     tmp, _, _ = request.getfixturevalue(which)
     with _con(tmp) as con:
-        inv = con.pl("SELECT serial, host, slot, site, batch, vendor, installed_at, removed_at "
-                          "FROM inventory ORDER BY host, slot, installed_at")
+        inv = con.engine.pl("SELECT serial, host, slot, site, batch, vendor, installed_at, removed_at "
+                            "FROM inventory ORDER BY host, slot, installed_at", step="test")
     assert inv.height == 17  # 19 rows, one with an unreadable date, one repeated
     assert sorted(inv["host"].unique()) == sorted([fleet.FQDN, fleet.DGX, fleet.KLOGS_ONLY])
     dgx = inv.filter(pl.col("host") == fleet.DGX)
@@ -123,7 +123,7 @@ def test_the_foreign_inventory_is_read(which, request):
 def test_quarantine_explains_every_rejected_row(which, request):
     tmp, _, _ = request.getfixturevalue(which)
     with _con(tmp) as con:
-        rows = con.sql("SELECT stage, source_file, line_no, reason, raw, detail FROM quarantine")
+        rows = con.con.execute("SELECT stage, source_file, line_no, reason, raw, detail FROM quarantine").fetchall()
     assert len(rows) == sum(s["rows_quarantined"] for s in _runs(tmp)[0])
     for stage, path, line_no, reason, raw, detail in rows:
         if line_no is None:  # a file quarantined whole (smi-empty.csv: empty_file) says why in its detail
@@ -140,8 +140,8 @@ def test_quarantine_explains_every_rejected_row(which, request):
 def test_kernel_logs_without_telemetry_or_xids(which, request):
     tmp, _, _ = request.getfixturevalue(which)
     with _con(tmp) as con:
-        ev = con.sql("SELECT host, xid, ts FROM xid_events ORDER BY host, ts")
-        days = con.sql("SELECT min(day), max(day), count(DISTINCT host) FROM gpu_days")[0]
+        ev = con.con.execute("SELECT host, xid, ts FROM xid_events ORDER BY host, ts").fetchall()
+        days = con.con.execute("SELECT min(day), max(day), count(DISTINCT host) FROM gpu_days").fetchall()[0]
     assert sorted((h, x) for h, x, _ in ev) == [(fleet.DGX, 48), (fleet.DGX, 79),
                                                 (fleet.KLOGS_ONLY, 31), (fleet.KLOGS_ONLY, 63)]
     assert all(ts is not None and ts.year == 2025 and ts.month == 5 for _, _, ts in ev)
@@ -152,9 +152,9 @@ def test_kernel_logs_without_telemetry_or_xids(which, request):
 def test_zero_failures_are_reported_as_such(quiet_fleet):
     tmp, _, _ = quiet_fleet
     with _con(tmp) as con:
-        assert con.sql("SELECT count(*) FROM failures")[0][0] == 0
-        afr = con.sql("SELECT grouping || ':' || group_value, gpus, gpu_days, failures, afr_pct, afr_ci_low_pct, afr_ci_high_pct "
-                          "FROM stats_afr WHERE gpu_days > 0")
+        assert con.con.execute("SELECT count(*) FROM failures").fetchall()[0][0] == 0
+        afr = con.con.execute("SELECT grouping || ':' || group_value, gpus, gpu_days, failures, afr_pct, afr_ci_low_pct, afr_ci_high_pct "
+                          "FROM stats_afr WHERE gpu_days > 0").fetchall()
     assert afr, "AFR rows with zero failures: the rate is 0 with an upper bound, not missing"
     for dim, gpus, gpu_days, failures, pct, lo, hi in afr:
         assert failures == 0 and pct == 0 and lo == 0, dim
@@ -181,8 +181,8 @@ def test_predict_falls_back_to_the_evidence_score_with_a_note(which, request):
 def test_replacements_from_a_four_column_export_are_failures(failing_fleet):
     tmp, _, _ = failing_fleet
     with _con(tmp) as con:
-        fails = con.sql("SELECT serial, ticket_id, symptom_code FROM failures ORDER BY failed_at")
-        fleet_afr = con.sql("SELECT failures, gpu_days FROM stats_afr WHERE grouping = ''")[0]
+        fails = con.con.execute("SELECT serial, ticket_id, symptom_code FROM failures ORDER BY failed_at").fetchall()
+        fleet_afr = con.con.execute("SELECT failures, gpu_days FROM stats_afr WHERE grouping = ''").fetchall()[0]
     assert fails == [(fleet.MOVED, "INC0004", "FELL_OFF_BUS"), (fleet.DGX_SERIALS[1], "INC0005", "MEMORY_UNCORRECTABLE")]
     assert fleet_afr[0] == 2 and 150 < fleet_afr[1] < 210  # 17 GPUs x 12 days, less removals
 
@@ -191,7 +191,7 @@ def test_minimal_nvidia_smi_query(tmp_path):
     first, second = _nightly(tmp_path, replacements=False, config=True, minimal_query=True)
     assert (first, second) == (1, 0)
     with _con(tmp_path) as con:
-        hosts = {r[0] for r in con.sql("SELECT DISTINCT host FROM gpu_days")}
+        hosts = {r[0] for r in con.con.execute("SELECT DISTINCT host FROM gpu_days").fetchall()}
     assert fleet.FQDN in hosts
 
 
@@ -286,8 +286,8 @@ def test_a_broken_stage_stops_the_run_with_one_line(tmp_path, monkeypatch, capsy
     assert len(err.splitlines()) <= 3  # one line, wrapped by the console at most
     assert "Traceback" in Path(err.split("details in ")[1].split()[0]).read_text()
     with _con(tmp_path) as con:
-        assert con.sql("SELECT status FROM runs")[0][0] == "failed"
-        assert con.sql("SELECT count(*) FROM inventory")[0][0] == 17  # the stage before it was kept
+        assert con.con.execute("SELECT status FROM runs").fetchall()[0][0] == "failed"
+        assert con.con.execute("SELECT count(*) FROM inventory").fetchall()[0][0] == 17  # the stage before it was kept
     assert not (tmp_path / "out" / "report.html").exists()
     assert "failed: TypeError" in " ".join(_notes(tmp_path, "smi"))
 
@@ -302,7 +302,7 @@ def test_a_syslog_naming_the_short_host(tmp_path):
             "-q", "--stage", "inventory", "--stage", "xid"]
     assert main(args) == 1
     with _con(tmp_path) as con:
-        hosts = {r[0] for r in con.sql("SELECT host FROM xid_events WHERE xid = 79")}
+        hosts = {r[0] for r in con.con.execute("SELECT host FROM xid_events WHERE xid = 79").fetchall()}
     assert hosts == {fleet.DGX, fleet.KLOGS_ONLY}
 
 
@@ -317,8 +317,8 @@ def test_a_corrected_registry_replaces_its_rejects(tmp_path):
     (data / "inventory.csv").write_text("\n".join(fixed) + "\n")
     assert main(args) == 0
     with _con(tmp_path) as con:
-        assert con.sql("SELECT count(*) FROM quarantine")[0][0] == 0
-        assert con.sql("SELECT count(*) FROM inventory")[0][0] == 18
+        assert con.con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+        assert con.con.execute("SELECT count(*) FROM inventory").fetchall()[0][0] == 18
 
 
 def test_a_telemetry_folder_in_lower_case(tmp_path):
@@ -334,5 +334,5 @@ def test_a_telemetry_folder_in_lower_case(tmp_path):
             "-q", "--stage", "inventory", "--stage", "smi"]
     assert main(args) == 1
     with _con(tmp_path) as con:
-        serials = {r[0] for r in con.sql("SELECT serial FROM gpu_days WHERE lower(host) = 'dgx-a-12'")}
+        serials = {r[0] for r in con.con.execute("SELECT serial FROM gpu_days WHERE lower(host) = 'dgx-a-12'").fetchall()}
     assert serials == set(fleet.DGX_SERIALS)
