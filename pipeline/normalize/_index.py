@@ -124,6 +124,10 @@ class AliasIndex:
         self._generic = frozenset(mk.get("generic_nouns", ()))
         # a swap to test ("to see if it follows") replaces nothing yet
         self._trial = _marker_re(mk.get("trial", ()), "any") if only_actions else None
+        # "Replacement GPU and riser on order": a replacement named as a noun while parts are
+        # awaited anywhere in the text is not done yet (CODING-GUIDE 13)
+        self._awaiting = _marker_re(mk.get("awaiting", ()), "any") if only_actions else None
+        self._noun_replace = frozenset(mk.get("noun_replace", ()))
         self._replaced = tax.guide.replaced if tax.guide is not None and only_actions else frozenset()
         self._scan = _trie_regex([a for a in table if len(a) > 1])
         self.choices = [a for a in table if a in fuzzy_too and (len(a) >= 3 or (is_cjk(a) and len(a) >= 2))]
@@ -196,12 +200,15 @@ class AliasIndex:
         ("need to replace", "RMA pending", 待更换), else empty; vague phrases have code ``""``."""
         out = []
         trial = self._trial is not None and self._trial.search(text) is not None
+        awaiting = self._awaiting is not None and self._awaiting.search(text) is not None
         for a, b, code, strength in self._spans(text):
             status = ""
             if code != VAGUE:
                 if _NEGATION.search(text, 0, a):
                     status = NEG
                 elif trial and code in self._replaced:
+                    status = TODO
+                elif awaiting and code in self._replaced and text[a:b] in self._noun_replace:
                     status = TODO
                 elif code not in self._passive and (
                         (self._todo_before is not None and self._todo_before.search(text, 0, a)) or

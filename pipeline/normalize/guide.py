@@ -62,9 +62,9 @@ class Evidence(NamedTuple):
         verdict, software) are not parts an action is applied to. Two different parts joined
         to one action ("swapped GPU5 and riser 3") are reported as such: a person decides.
         """
-        for a0, a1, code, done, _ in self.actions:
-            if code != action or not done:
-                continue
+        done = [x for x in self.actions if x[2] == action and x[3]]
+        # "replaced the GPU, still falls off; finally replaced the riser": the one that helped
+        for a0, a1, code, _, _ in [x for x in done if x[4] != "failed"] or done:
             others = [(s, e) for s, e, c, _, _ in self.actions if (s, e) != (a0, a1)]
             near = []
             for p in self.parts:
@@ -77,19 +77,24 @@ class Evidence(NamedTuple):
                     if gap <= reach_after and not any(a1 <= s and e <= p[0] for s, e in others):
                         near.append((gap, side, p))
                 elif p[1] <= a0:
-                    gap, side = tokens_between(self.text, p[1], a0), 1
+                    # "riser assembly replaced, GPU 5 retested": a participle right after a part
+                    # is said of that part (the comma between is gone from canonical text)
+                    gap = tokens_between(self.text, p[1], a0)
+                    side = -1 if gap == 0 and self.text[a0:a1].endswith("ed") else 1
                     if gap <= reach_before and not any(p[1] <= s and e <= a0 for s, e in others):
                         near.append((gap, side, p))
             if near:
                 near.sort(key=lambda n: (n[0], n[1]))
                 best = near[0][2][2]
-                same_side = [n[2][2] for n in near if (n[1] == 1) == (near[0][1] == 1)]
+                same_side = [n[2][2] for n in near if (n[1] in (-1, 1)) == (near[0][1] in (-1, 1))]
                 return best, len(set(same_side)) > 1
         return None, False
 
     def outcome(self, action: str) -> str:
-        """How the first done ``action`` went: ``failed``, ``resolved`` or ``""``."""
-        return next((o for _, _, c, done, o in self.actions if c == action and done), "")
+        """How the first done ``action`` went: ``failed`` (only when every time it was done, it
+        failed), ``resolved`` or ``""``."""
+        seen = [o for _, _, c, done, o in self.actions if c == action and done]
+        return next((o for o in seen if o != "failed"), "failed" if seen else "")
 
     def names_part(self, code: str) -> bool:
         return any(p[2] == code for p in self.parts)
@@ -108,6 +113,7 @@ class Reader:
         self._ok = _marker_re(mk.get("part_ok_after", ()), "after", gap=False)
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
+        self._listed = g.xid_part if g is not None else None
 
     def read(self, text: str) -> Evidence:
         """The evidence of one canonical (glued-split) text."""
@@ -126,7 +132,9 @@ class Reader:
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
             if status == NEG or ruled_out:
                 negated = True  # "not the GPU", "GPU ok", "PSU tested good": named to be ruled out
-            elif parts and tokens_between(text, parts[-1][1], a) == 0:
+            elif parts and tokens_between(text, parts[-1][1], a) == 0 and (code != self._listed or text[a:b] in self._generic):
+                # a GPU is no head noun: "NVSwitch tray, GPU5" is two parts whose comma
+                # canonical text dropped, where "GPU fan" is a fan
                 # "GPU fan": the head noun, unless a bare generic word ("PCIe retimer card")
                 prev = parts[-1]
                 parts[-1] = (prev[0], b, prev[2] if text[a:b] in self._generic else code, ok)
@@ -245,6 +253,10 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     elif verdict:
         tags["part"] -= {"context", "unsupported", "two_parts"}
         part = Match(g.no_fault, S_ACTED, "no_fault")
+    if part.how not in ("acted", "software", "no_fault") and len(_hardware(texts, g)) > 1:
+        # "GPU4 + riser ordered", "g1 xid79 + riser1 aer errs", fixed: two parts named and no
+        # action says which one was at fault (CODING-GUIDE 13: a person decides)
+        tags["part"].add("two_parts")
     if g is not None and g.no_fault and part.code != g.no_fault and any(e.names_part(g.no_fault) for e in texts):
         tags["part"].add("negation")  # "未发现异常" beside a replacement: the ticket disagrees with itself
     if symptom.how == "vague" and _sure(part, thr):
@@ -283,3 +295,9 @@ def _acted(acted: str, named: str | None, tags: dict[str, set[str]]) -> Match:
 
 def _sure(m: Match, thr: float) -> bool:
     return m.code is not None and m.score >= thr
+
+
+def _hardware(texts: list[Evidence], g) -> set[str]:
+    """The parts named in the symptom and action texts, verdicts and software aside."""
+    skip = {c for c in (g.no_fault, g.software) if c} if g is not None else set()
+    return {p[2] for e in texts[1:] for p in e.parts if p[2] not in skip}
