@@ -34,6 +34,7 @@ __all__ = ["Evidence", "Reader", "TAGS"]
 #: Cues that lower a code's score (their points are ``penalties:`` in the taxonomy).
 TAGS = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
 _XID = re.compile(r"xid\d")
+_PRONOUN = re.compile(r" (?:it|them|both)(?![a-z0-9])")
 S_ACTED = 95.0  # the part an action named right beside it was applied to
 OUTCOME_REACH = 5  # words after an action in which "still" / "恢复" tell how it went
 
@@ -70,6 +71,8 @@ class Evidence(NamedTuple):
             for p in self.parts:
                 if p[2] in skip:
                     continue
+                if p[0] >= a0 and _PRONOUN.match(self.text, a1):
+                    continue  # "found the cable loose and reconnected it. GPU 6 visible": it is the cable
                 if p[0] >= a0:
                     # at equal distance the part after the action, unless it is reported well
                     # ("riser exchanged, GPU now stable": the riser)
@@ -114,6 +117,8 @@ class Reader:
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
         self._listed = g.xid_part if g is not None else None
+        # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
+        self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
 
     def read(self, text: str) -> Evidence:
         """The evidence of one canonical (glued-split) text."""
@@ -132,7 +137,8 @@ class Reader:
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
             if status == NEG or ruled_out:
                 negated = True  # "not the GPU", "GPU ok", "PSU tested good": named to be ruled out
-            elif parts and tokens_between(text, parts[-1][1], a) == 0 and (code != self._listed or text[a:b] in self._generic):
+            elif parts and tokens_between(text, parts[-1][1], a) == 0 and (code != self._listed or text[a:b] in self._generic) \
+                    and parts[-1][2] not in self._not_parts:
                 # a GPU is no head noun: "NVSwitch tray, GPU5" is two parts whose comma
                 # canonical text dropped, where "GPU fan" is a fan
                 # "GPU fan": the head noun, unless a bare generic word ("PCIe retimer card")
