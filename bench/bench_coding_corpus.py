@@ -12,7 +12,7 @@ Modes:
 * default: measure (``--errors`` lists every wrong or missing code, for tuning on dev only);
 * ``--records OUT``: every code the rules propose for FILE, at any score, right or wrong, with its
   raw score and gold code (run at the commit whose rules had never seen FILE: "first sight");
-* ``--fit-calibration OUT --from RECORDS...``: fit the calibration table
+* ``--fit-calibration OUT --from RECORDS_OR_FILES...``: fit the calibration table
   (``pipeline/declared/calibration.yaml``) on those records, judge it out of fold (5 folds by
   ticket) and print the out-of-fold reliability and the lowest score at ``--target`` precision;
 * ``--learned``: the learned layer's gain on a time split: tickets in writing order (the number
@@ -112,7 +112,17 @@ def records(rows: pl.DataFrame, gold: pl.DataFrame, source: str) -> pl.DataFrame
     return pl.concat(out)
 
 
-def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5) -> None:
+def _records_of(path: Path) -> pl.DataFrame:
+    """Records from a ``--records`` CSV as written (first sight, at an older commit), or from a
+    corpus file coded by the rules now."""
+    if "raw" in pl.read_csv(path, n_rows=0).columns:
+        return pl.read_csv(path, schema_overrides={"gold": pl.Utf8, "code": pl.Utf8})
+    rows, gold = load(path)
+    return records(rows, gold, path.name)
+
+
+def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, per_score: bool = False,
+                    inputs: tuple[Path, ...] = ()) -> None:
     """Fit the table on labelled codes, judge it out of fold, choose the threshold there.
 
     Folds are by ticket (a stable hash of source and ticket id), so the codes of one ticket
@@ -128,7 +138,7 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5) ->
     xs = {d: recs.filter(pl.col("dimension") == d)["raw"].to_list() for d in DIMS}
     ok = {d: recs.filter(pl.col("dimension") == d)["correct"].to_list() for d in DIMS}
     folds = {d: recs.filter(pl.col("dimension") == d)["fold"].to_list() for d in DIMS}
-    oof = cross_validate(xs, ok, folds)
+    oof = cross_validate(xs, ok, folds, per_score)
     print(f"\n## out-of-fold reliability ({k} folds by ticket; {recs['source'].n_unique()} sources, "
           f"{recs.select('source', 'ticket_id').n_unique()} tickets)")
     print("| dimension | s | codes | right | precision | mean score |\n|---|---|---|---|---|---|")
@@ -139,11 +149,11 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5) ->
                 print(f"| {d} | {r['score_at_least']:.0f} | {r['codes']} | {r['right']} | {r['precision']:.3f} | {r['mean_score']:.3f} |")
         thresholds[d] = threshold_for(oof[d], ok[d], target)
     print(f"\nlowest out-of-fold score with precision >= {target}: {thresholds}")
-    cal = fit(xs, ok)
-    sources = ", ".join(sorted(recs["source"].unique()))
+    cal = fit(xs, ok, per_score=per_score)
+    sources = ", ".join(str(p) for p in inputs) or ", ".join(sorted(recs["source"].unique()))
     out.write_text("# Raw matcher score -> probability the code is right (pipeline/normalize/calibrate.py),\n"
-                   f"# fitted by bench/bench_coding_corpus.py --fit-calibration on {len(recs)} labelled codes\n"
-                   f"# ({sources}): isotonic, steps of >= 5 codes, Laplace-shrunk; judged out of fold\n"
+                   f"# fitted by bench/bench_coding_corpus.py --fit-calibration on {len(recs)} labelled codes of\n"
+                   f"# {sources}:\n# isotonic, steps of >= 5 codes, Laplace-shrunk{'' if per_score else ', steps only'}; judged out of fold\n"
                    f"# ({k} folds by ticket), where the lowest score with precision >= {target} was {thresholds}.\n"
                    + cal.to_yaml(), encoding="utf-8")
     print(f"wrote {out}")
@@ -159,7 +169,8 @@ def main() -> None:
     ap.add_argument("--fit-calibration", type=Path, default=None,
                     help="fit the calibration on --from records, judged out of fold, write it here")
     ap.add_argument("--from", dest="sources", type=Path, nargs="+", default=(),
-                    help="record CSVs (--records) to fit on; default: FILE's codes now")
+                    help="record CSVs (--records, e.g. first sight at an older commit) and corpus files "
+                         "(coded by the rules now) to fit on; default: FILE's codes now")
     ap.add_argument("--target", type=float, default=0.99, help="precision the threshold is chosen for")
     ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
     args = ap.parse_args()
@@ -182,9 +193,8 @@ def main() -> None:
         print(f"wrote {args.records}")
         return
     if args.fit_calibration:
-        recs = pl.concat([pl.read_csv(p, schema_overrides={"gold": pl.Utf8}) for p in args.sources]) \
-            if args.sources else records(rows, gold, args.file.name)
-        fit_calibration(recs, args.fit_calibration, args.target)
+        recs = pl.concat([_records_of(p) for p in args.sources]) if args.sources else records(rows, gold, args.file.name)
+        fit_calibration(recs, args.fit_calibration, args.target, inputs=tuple(args.sources))
         return
     matcher = Matcher.load()
     if args.threshold is not None:

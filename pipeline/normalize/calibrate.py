@@ -103,7 +103,8 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
     return Calibration(points, str(path))
 
 
-def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "") -> Calibration:
+def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "",
+        per_score: bool = True) -> Calibration:
     """A calibration table from labelled codes: per dimension the raw scores of codes the
     matcher proposed and whether each was right.
 
@@ -112,6 +113,8 @@ def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str
     :data:`MIN_OWN` times or more gets its own estimate, its right/wrong counts shrunk towards
     its step's by :data:`PRIOR` pseudo-codes: a penalty the labelled set shows to matter
     ("a replaced part other than the named one") lowers the chance, one it does not, hardly.
+    ``per_score=False`` keeps the isotonic steps alone (a higher raw score never scores lower),
+    for labelled sets too small or too old to say more.
 
     >>> c = fit({"part": [100.0] * 99 + [70.0] * 10}, {"part": [True] * 98 + [False] + [True] * 5 + [False] * 5})
     >>> c.score("part", 100.0) > 95 > c.score("part", 70.0)
@@ -142,7 +145,7 @@ def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str
             pts.append((lo, p))
         step = Calibration({d: tuple(pts)})
         own = {}
-        for v, _, right, n in steps:
+        for v, _, right, n in steps if per_score else ():
             if n >= MIN_OWN:
                 prior = step.score(d, v) / 100.0
                 own[v] = (right + PRIOR * prior) / (n + PRIOR)
@@ -178,7 +181,7 @@ def _pool(steps: list[list[float]], iso) -> list[list[float]]:
 
 
 def cross_validate(raw: dict[str, list[float]], correct: dict[str, list[bool]], folds: dict[str, list[int]],
-                   ) -> dict[str, list[float]]:
+                   per_score: bool = True) -> dict[str, list[float]]:
     """Out-of-fold calibrated scores: each code scored by a table :func:`fit` on the other folds.
 
     ``folds[d][i]`` is the fold of code ``i`` of dimension ``d`` (the codes of one ticket share
@@ -199,7 +202,7 @@ def cross_validate(raw: dict[str, list[float]], correct: dict[str, list[bool]], 
         scores = [0.0] * len(xs)
         for k in sorted(set(ks)):
             train = [i for i, f in enumerate(ks) if f != k]
-            table = fit({d: [xs[i] for i in train]}, {d: [correct[d][i] for i in train]})
+            table = fit({d: [xs[i] for i in train]}, {d: [correct[d][i] for i in train]}, per_score=per_score)
             for i, f in enumerate(ks):
                 if f == k:
                     scores[i] = table.score(d, xs[i])
