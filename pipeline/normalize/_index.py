@@ -42,6 +42,7 @@ _NEGATION = re.compile(r"(?:(?<![a-z])(?:(?:no|nothing|without)(?:\s+(?:hardware
                        r"|not|non|never)|未|没有|没|无(?!法)|冇|唔)\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+EXPLAINED = -1.0  # the strength a negated or announced hit keeps: explained, not evidence
 NEG, TODO = "neg", "todo"  # a hit negated ("no ECC errors"), an action announced but not done
 
 
@@ -254,7 +255,7 @@ class AliasIndex:
             if strength >= S_EXACT:
                 return _Plan(text, Match(code, strength, "exact"), (), (), False)
         # negated or not yet done: explained, not evidence
-        hits = [(a, b, VAGUE, 0.0) if status else (a, b, code, strength)
+        hits = [(a, b, VAGUE, EXPLAINED) if status else (a, b, code, strength)
                 for a, b, code, strength, status in self.scan(text)]
         strong = any(h[3] >= S_EXACT for h in hits)
         # Fuzzy queries hold a word nothing explained. Beside strong names only typos of
@@ -277,6 +278,8 @@ class AliasIndex:
             (code, strength), s, alias = hit
             if q[0] != alias[0]:
                 continue  # typos keep the first letter; "link" is not "nvlink"
+            if any(h[3] == EXPLAINED and h[0] < end and start < h[1] for h in plan.hits):
+                continue  # a negated or announced name is no typo of a done one ("to be replaced, parts on order")
             if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
                 fuzzy.append((start, end, code, s))
         if plan.extend:
