@@ -118,3 +118,21 @@ def test_the_part_the_fix_was_said_of(raw, ticket, part):
 def test_a_verdict_is_no_modifier_of_the_part_after_it(m):
     # "未发现异常 内存测试通过": no memory fault, nothing done but watching
     assert codes(m, "", "内存 CE 计数超阈值", "未发现异常，内存测试通过，继续观察")[0] in ("NONE", None)
+
+
+@pytest.mark.parametrize("ticket", [
+    ("", "n30 slow, hw_slowdown active, didnt check temps", "reboot fixed it"),
+    ("", "GPU clocks low, HW Slowdown active, power not logged", "GPU6 replaced"),
+    ("", "clocks_event_reasons.hw_slowdown: Active, jobs slow", "node rebooted"),
+])
+def test_rule8_a_hardware_slowdown_of_unknown_cause_is_no_performance_code(m, ticket):
+    assert codes(m, *ticket)[1] is None
+
+
+@pytest.mark.parametrize("action, code", [
+    ("bmc fw 13.2 -> 13.5, sensors back", "REFLASH"),
+    ("driver 535.104 → 550.90, ok now", "REFLASH"),
+    ("VBIOS 96.00.5E.00.01 => 96.00.89.00.01", "REFLASH"),
+])
+def test_a_version_bump_is_an_update(raw, action, code):
+    assert codes(raw, "", "GPU 3 Xid 79", action)[2] == code

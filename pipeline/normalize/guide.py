@@ -23,6 +23,7 @@ and an action announced but not done ("need to replace", "RMA pending") is no ac
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, NamedTuple
 
@@ -161,6 +162,16 @@ class Reader:
 
 
 S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
+
+
+def _slowdown_rx(tax: Taxonomy) -> re.Pattern:
+    return _phrases_rx(tuple(tax.markers["slowdown_cause_unknown"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _phrases_rx(phrases: tuple[str, ...]) -> re.Pattern:
+    return _marker_re(phrases, "any")
 
 
 def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Callable[[str], Evidence],
@@ -218,6 +229,9 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
                     thr, skip["symptom"], tags["symptom"])
     if symptom.how == "first":
         tags["symptom"].add("several")
+    if symptom.code == SLOWDOWN and tax.markers.get("slowdown_cause_unknown") and \
+            _slowdown_rx(tax).search(symptom_key):
+        symptom = Match(None, symptom.score, "undecided")  # "HW slowdown, didn't check temps" (rule 8)
 
     hints = [get("part", symptom_key), get("part", action_key)]
     implied = tax.implies_part.get(symptom.code or "") if _sure(symptom, thr) else None
