@@ -40,12 +40,20 @@ def load(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     from pipeline.ingest.tickets import load_tickets
     from pipeline.normalize import stage
 
-    loaded = load_tickets(path, 1, "coding_corpus", Config())
+    gold = pl.read_csv(path, infer_schema=False).with_columns(
+        [pl.col(f"{d}_code").replace("", None) for d in DIMS])
+    # the file's own service point when it has one (the reader joins on it), else the corpus's
+    points = gold["service_point"].unique().to_list() if "service_point" in gold.columns else []
+    point = points[0] if len(points) == 1 and points[0] else "coding_corpus"
+    if "service_point" not in gold.columns:
+        gold = gold.with_columns(pl.lit(point).alias("service_point"))
+    loaded = load_tickets(path, 1, point, Config())
     if loaded.rejects:
         raise SystemExit(f"{path}: {len(loaded.rejects)} rows rejected by the reader: {loaded.rejects[:3]}")
     rows = stage.latest(loaded.tables["tickets_raw"])
-    gold = pl.read_csv(path, infer_schema=False).with_columns(
-        [pl.col(f"{d}_code").replace("", None) for d in DIMS])
+    for col in ("difficulty", "language"):  # grouped by when the file has them
+        if col not in gold.columns:
+            gold = gold.with_columns(pl.lit("-").alias(col))
     return rows, gold
 
 
