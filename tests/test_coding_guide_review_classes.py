@@ -136,3 +136,24 @@ def test_rule8_a_hardware_slowdown_of_unknown_cause_is_no_performance_code(m, ti
 ])
 def test_a_version_bump_is_an_update(raw, action, code):
     assert codes(raw, "", "GPU 3 Xid 79", action)[2] == code
+
+
+def test_a_number_sign_is_no_negation(raw):
+    assert codes(raw, "", "GPU No.2 is not detected by nvidia-smi", "GPU No.2 was exchanged to new one")[::2] == ("GPU", "REPLACE")
+
+
+@pytest.mark.parametrize("action", [
+    "the power brake cable between the PSU backplane and the GPU board was loose; we reconnected it",
+    "cable from the riser to the GPU reseated",
+    "电源线从PSU到主板松了，重新插好",
+])
+def test_a_cables_ends_are_not_the_part_fixed(raw, action):
+    assert codes(raw, "", "GPU 3 power brake slowdown", action)[0] == "CABLE"
+
+
+@pytest.mark.parametrize("ticket", [
+    ("", "Something is wrong with the server.", "Investigating now."),
+    ("", "node 7 jobs 30% slower than on the other nodes", "under investigation"),
+])
+def test_filler_and_investigation_are_no_observation(m, ticket):
+    assert codes(m, *ticket)[1] != "OTHER"

@@ -61,6 +61,7 @@ _SOFTWARE_PKG = frozenset("nvidia driver drivers cuda firmware fw kernel ofed nc
 _PN_PREFIX = {"pws": "psu", "rsc": "riser", "fan": "fan", "cbl": "cable", "mcp": "shroud", "snk": "heatsink",
               "mem": "dimm", "hds": "disk", "aoc": "nic", "935": "hgx baseboard", "692": "gpu", "699": "gpu", "900": "gpu"}
 _PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9\-]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
+_NUMBER_SIGN = re.compile(r"(?<![a-z])no\.\s*(?=\d)")
 _VERSION_BUMP = re.compile(r"(?<![a-z0-9])v?\d+(?:\.\d+)+\s*(?:->|=>|→|-->)\s*v?\d+(?:\.\d+)+")
 _TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}\s?c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
@@ -126,6 +127,7 @@ def _once(text: str) -> str:
         t = _SXID_BARE.sub(" sxid ", t)
     digits = _ANY_DIGIT.search(t) is not None
     if digits:
+        t = _NUMBER_SIGN.sub(" ", t)  # "GPU No.2": a number, not a negation
         t = _VERSION_BUMP.sub(" updated to ", t)  # "bmc fw 13.2 -> 13.5" is an update
         t = _RMA_CASE.sub(" rma case ", t)
         t = _PN.sub(_part_number, t)

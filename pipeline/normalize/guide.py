@@ -36,6 +36,7 @@ __all__ = ["Evidence", "Reader", "TAGS"]
 TAGS = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
 _XID = re.compile(r"xid\d")
 _PRONOUN = re.compile(r" (?:it|them|both)(?![a-z0-9])")
+CABLE = "CABLE"  # the part whose ends, named after it, are not parts acted on
 S_ACTED = 95.0  # the part an action named right beside it was applied to
 OUTCOME_REACH = 5  # words after an action in which "still" / "恢复" tell how it went
 
@@ -118,6 +119,7 @@ class Reader:
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
         self._listed = g.xid_part if g is not None else None
+        self._ends = frozenset(mk.get("cable_ends", ()))
         # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
         self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
 
@@ -130,9 +132,18 @@ class Reader:
             negated = negated or status == NEG
             actions.append((a, b, code, not status, self._outcome(text, a, b)))
         parts: list[tuple[int, int, str, bool]] = []
+        end_of = None  # where the last part named as a cable's end stopped
         for a, b, code, strength, status in self.index["part"].scan(text):
             if code == VAGUE or strength < S_EXACT:
                 continue  # "card", "module" alone name no part for certain
+            if self._ends and parts and (parts[-1][2] == CABLE or end_of is not None):
+                gap = text[end_of if end_of is not None else parts[-1][1]:a].split()
+                if gap and len(gap) <= 3 and (gap[0] in self._ends or (end_of is not None and self._ends & set(gap))):
+                    end_of = b  # "cable between the PSU backplane and the GPU board": its ends,
+                    prev = parts[-1]  # and the cable's name runs to the last of them
+                    parts[-1] = (prev[0], b, prev[2], prev[3])
+                    continue
+            end_of = None
             acted = any(e <= a and tokens_between(text, e, a) <= self._reach for _, e, *_ in actions)
             ok = self._ok is not None and self._ok.search(text[b:]) is not None
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
