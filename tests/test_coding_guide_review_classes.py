@@ -157,3 +157,13 @@ def test_a_cables_ends_are_not_the_part_fixed(raw, action):
 ])
 def test_filler_and_investigation_are_no_observation(m, ticket):
     assert codes(m, *ticket)[1] != "OTHER"
+
+
+@pytest.mark.parametrize("symptom, code", [
+    ("GPU not showing up in nvidia-smi", "FELL_OFF_BUS"), ("lspci does not show the GPU", "FELL_OFF_BUS"),
+    ("PSU2 lost input", "POWER_FAULT"), ("没输入", "POWER_FAULT"), ("PSU2 fan loud", "FAN_FAULT"),
+    ("训练变慢", "PERFORMANCE"), ("DIMM error uncorrectable", "MEMORY_UNCORRECTABLE"),
+    ("bmc 无法连线", "OTHER"), ("iLO not reachable", "OTHER"), ("机器起不来，卡在自检", "BOOT_FAILURE"),
+])
+def test_plain_phrasings_of_other_writers(raw, symptom, code):
+    assert raw.match_text("symptom", symptom).code == code
