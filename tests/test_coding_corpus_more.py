@@ -13,7 +13,7 @@ import pytest
 from pipeline.normalize.taxonomy import DIMENSIONS, load_taxonomy
 
 CORPUS = Path(__file__).parent / "data" / "coding_corpus"
-MORE = ("dev2", "dev3")
+MORE = ("dev2", "dev3", "dev4", "dev5")
 COLUMNS = ["ticket_id", "service_point", "voice", "language", "difficulty", "part", "symptom", "action",
            "part_code", "symptom_code", "action_code", "guide_rules"]
 
