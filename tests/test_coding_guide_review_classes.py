@@ -167,3 +167,13 @@ def test_filler_and_investigation_are_no_observation(m, ticket):
 ])
 def test_plain_phrasings_of_other_writers(raw, symptom, code):
     assert raw.match_text("symptom", symptom).code == code
+
+
+@pytest.mark.parametrize("ticket, codes_", [
+    (("", "GPU 6 not detected", "No part replaced. MCIO cable was unseated; reseated. GPU 6 detected."), ("CABLE", "FELL_OFF_BUS", "RESEAT")),
+    (("GPU", "GPU 6 Temperatur zu hoch, throttling", "Wärmeleitpaste erneuert"), ("COOLING", "OVERHEAT", "REPLACE")),
+    (("", "GPU 1 Xid 79", "Kein Fehler gefunden, Ticket geschlossen"), ("NONE", "FELL_OFF_BUS", "NONE")),
+    (("", "nvlink error between gpu 4 and 5", "bridge loose, push back in, ok liao"), ("NVLINK_BRIDGE", "NVLINK_ERROR", "RESEAT")),
+])
+def test_a_part_reported_well_after_the_fix_is_its_result_and_other_voices(raw, ticket, codes_):
+    assert codes(raw, *ticket) == codes_

@@ -38,6 +38,7 @@ _XID = re.compile(r"xid\d")
 _PRONOUN = re.compile(r" (?:it|them|both)(?![a-z0-9])")
 CABLE = "CABLE"  # the part whose ends, named after it, are not parts acted on
 S_ACTED = 95.0  # the part an action named right beside it was applied to
+OK_AFTER = 2  # words a part reported well after an action counts as further away
 OUTCOME_REACH = 5  # words after an action in which "still" / "恢复" tell how it went
 
 
@@ -79,6 +80,9 @@ class Evidence(NamedTuple):
                     # at equal distance the part after the action, unless it is reported well
                     # ("riser exchanged, GPU now stable": the riser)
                     gap, side = tokens_between(self.text, a1, p[0]), 2 if p[3] else 0
+                    # a part reported well after the action is its result more than its object:
+                    # "cable was unseated; reseated. GPU 6 detected" (the comma is gone)
+                    gap += OK_AFTER if p[3] else 0
                     if gap <= reach_after and not any(a1 <= s and e <= p[0] for s, e in others):
                         near.append((gap, side, p))
                 elif p[1] <= a0:
