@@ -177,3 +177,12 @@ def test_plain_phrasings_of_other_writers(raw, symptom, code):
 ])
 def test_a_part_reported_well_after_the_fix_is_its_result_and_other_voices(raw, ticket, codes_):
     assert codes(raw, *ticket) == codes_
+
+
+@pytest.mark.parametrize("ticket", [
+    ("component=unknown", "event=health_check_failed", "resolution=none"),
+    ("", "[WARN] host=n-1100 check=gpu_health status=UNKNOWN", "closed"),
+])
+def test_a_bare_none_or_unknown_is_no_finding(m, ticket):
+    p, s, _ = codes(m, *ticket)
+    assert p is None and s is None

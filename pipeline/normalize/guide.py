@@ -124,6 +124,8 @@ class Reader:
         self._generic = frozenset(mk.get("generic_nouns", ()))
         self._listed = g.xid_part if g is not None else None
         self._ends = frozenset(mk.get("cable_ends", ()))
+        self._no_verdict = frozenset(mk.get("not_a_verdict", ()))
+        self._verdict = g.no_fault if g is not None else None
         # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
         self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
 
@@ -140,6 +142,8 @@ class Reader:
         for a, b, code, strength, status in self.index["part"].scan(text):
             if code == VAGUE or strength < S_EXACT:
                 continue  # "card", "module" alone name no part for certain
+            if code == self._verdict and text[a:b] in self._no_verdict and (a, b) != (0, len(text)):
+                continue  # "resolution=none": nothing done, no finding
             if self._ends and parts and (parts[-1][2] == CABLE or end_of is not None):
                 gap = text[end_of if end_of is not None else parts[-1][1]:a].split()
                 if gap and len(gap) <= 3 and (gap[0] in self._ends or (end_of is not None and self._ends & set(gap))):
