@@ -10,8 +10,11 @@ reliability of the scores, and the hard tickets' precision.
 Modes:
 
 * default: measure (``--errors`` lists every wrong or missing code, for tuning on dev only);
-* ``--fit-calibration FILE``: fit the calibration table (``pipeline/declared/calibration.yaml``) on this
-  half: every code the rules propose, at any score, right or wrong;
+* ``--records OUT``: every code the rules propose for FILE, at any score, right or wrong, with its
+  raw score and gold code (run at the commit whose rules had never seen FILE: "first sight");
+* ``--fit-calibration OUT --from RECORDS_OR_FILES...``: fit the calibration table
+  (``pipeline/declared/calibration.yaml``) on those records, judge it out of fold (5 folds by
+  ticket) and print the out-of-fold reliability and the lowest score at ``--target`` precision;
 * ``--learned``: the learned layer's gain on a time split: tickets in writing order (the number
   in the ticket id), the first ``--train-share`` as history (reviewed: their gold codes where
   the rules left them to review, the rules' codes where confident), the rest measured with
@@ -37,12 +40,20 @@ def load(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     from pipeline.ingest.tickets import load_tickets
     from pipeline.normalize import stage
 
-    loaded = load_tickets(path, 1, "coding_corpus", Config())
+    gold = pl.read_csv(path, infer_schema=False).with_columns(
+        [pl.col(f"{d}_code").replace("", None) for d in DIMS])
+    # the file's own service point when it has one (the reader joins on it), else the corpus's
+    points = gold["service_point"].unique().to_list() if "service_point" in gold.columns else []
+    point = points[0] if len(points) == 1 and points[0] else "coding_corpus"
+    if "service_point" not in gold.columns:
+        gold = gold.with_columns(pl.lit(point).alias("service_point"))
+    loaded = load_tickets(path, 1, point, Config())
     if loaded.rejects:
         raise SystemExit(f"{path}: {len(loaded.rejects)} rows rejected by the reader: {loaded.rejects[:3]}")
     rows = stage.latest(loaded.tables["tickets_raw"])
-    gold = pl.read_csv(path, infer_schema=False).with_columns(
-        [pl.col(f"{d}_code").replace("", None) for d in DIMS])
+    for col in ("difficulty", "language"):  # grouped by when the file has them
+        if col not in gold.columns:
+            gold = gold.with_columns(pl.lit("-").alias(col))
     return rows, gold
 
 
@@ -92,26 +103,68 @@ def errors(coded: pl.DataFrame, gold: pl.DataFrame) -> None:
             print("      " + "; ".join(bad))
 
 
-def fit_calibration(rows: pl.DataFrame, gold: pl.DataFrame, out: Path) -> None:
-    from pipeline.normalize.calibrate import Calibration, fit
+def records(rows: pl.DataFrame, gold: pl.DataFrame, source: str) -> pl.DataFrame:
+    """Every code the rules propose, at any score, before calibration: ``source, ticket_id,
+    dimension, code, raw, gold, correct`` (the labelled codes a calibration is fitted on)."""
+    from pipeline.normalize.calibrate import Calibration
     from pipeline.normalize.matcher import Matcher
     from pipeline.normalize.taxonomy import load_taxonomy
 
-    raw = Matcher(load_taxonomy(), 0.0, calibration=Calibration())  # every proposal, raw scores
+    raw = Matcher(load_taxonomy(), 0.0, calibration=Calibration())
     coded = code(rows, raw).join(gold, on=["service_point", "ticket_id"], suffix="_gold")
-    xs, ok = {}, {}
+    out = [coded.filter(pl.col(f"{d}_code").is_not_null()).select(
+        pl.lit(source).alias("source"), "ticket_id", pl.lit(d).alias("dimension"),
+        pl.col(f"{d}_code").alias("code"), pl.col(f"{d}_score").alias("raw"),
+        pl.col(f"{d}_code_gold").alias("gold"),
+        (pl.col(f"{d}_code") == pl.col(f"{d}_code_gold")).fill_null(False).alias("correct")) for d in DIMS]
+    return pl.concat(out)
+
+
+def _records_of(path: Path) -> pl.DataFrame:
+    """Records from a ``--records`` CSV as written (first sight, at an older commit), or from a
+    corpus file coded by the rules now."""
+    if "raw" in pl.read_csv(path, n_rows=0).columns:
+        return pl.read_csv(path, schema_overrides={"gold": pl.Utf8, "code": pl.Utf8})
+    rows, gold = load(path)
+    return records(rows, gold, path.name)
+
+
+def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, per_score: bool = False,
+                    inputs: tuple[Path, ...] = ()) -> None:
+    """Fit the table on labelled codes, judge it out of fold, choose the threshold there.
+
+    Folds are by ticket (a stable hash of source and ticket id), so the codes of one ticket
+    are never both fitted and scored. Prints the out-of-fold reliability table and, per
+    dimension, the lowest out-of-fold score whose codes are right ``target`` of the time.
+    """
+    import zlib
+
+    from pipeline.normalize.calibrate import cross_validate, fit, reliability, threshold_for
+
+    recs = recs.with_columns(pl.struct("source", "ticket_id").map_elements(
+        lambda r: zlib.crc32(f"{r['source']}/{r['ticket_id']}".encode()) % k, return_dtype=pl.Int64).alias("fold"))
+    xs = {d: recs.filter(pl.col("dimension") == d)["raw"].to_list() for d in DIMS}
+    ok = {d: recs.filter(pl.col("dimension") == d)["correct"].to_list() for d in DIMS}
+    folds = {d: recs.filter(pl.col("dimension") == d)["fold"].to_list() for d in DIMS}
+    oof = cross_validate(xs, ok, folds, per_score)
+    print(f"\n## out-of-fold reliability ({k} folds by ticket; {recs['source'].n_unique()} sources, "
+          f"{recs.select('source', 'ticket_id').n_unique()} tickets)")
+    print("| dimension | s | codes | right | precision | mean score |\n|---|---|---|---|---|---|")
+    thresholds = {}
     for d in DIMS:
-        sel = coded.filter(pl.col(f"{d}_code").is_not_null())
-        xs[d] = sel[f"{d}_score"].to_list()
-        ok[d] = (sel[f"{d}_code"] == sel[f"{d}_code_gold"]).fill_null(False).to_list()
-    cal = fit(xs, ok)
+        for r in reliability(oof[d], ok[d], (0, 50, 80, 85, 90, 93, 95, 96, 97, 98, 99)):
+            if r["codes"]:
+                print(f"| {d} | {r['score_at_least']:.0f} | {r['codes']} | {r['right']} | {r['precision']:.3f} | {r['mean_score']:.3f} |")
+        thresholds[d] = threshold_for(oof[d], ok[d], target)
+    print(f"\nlowest out-of-fold score with precision >= {target}: {thresholds}")
+    cal = fit(xs, ok, per_score=per_score)
+    sources = ", ".join(str(p) for p in inputs) or ", ".join(sorted(recs["source"].unique()))
     out.write_text("# Raw matcher score -> probability the code is right (pipeline/normalize/calibrate.py),\n"
-                   f"# fitted by bench/bench_coding_corpus.py --fit-calibration on {rows.height} tickets of\n"
-                   "# tests/data/coding_corpus/dev.csv: isotonic, steps of >= 5 codes, Laplace-shrunk.\n"
+                   f"# fitted by bench/bench_coding_corpus.py --fit-calibration on {len(recs)} labelled codes of\n"
+                   f"# {sources}:\n# isotonic, steps of >= 5 codes, Laplace-shrunk{'' if per_score else ', steps only'}; judged out of fold\n"
+                   f"# ({k} folds by ticket), where the lowest score with precision >= {target} was {thresholds}.\n"
                    + cal.to_yaml(), encoding="utf-8")
     print(f"wrote {out}")
-    for d, pts in cal.points.items():
-        print(d, pts)
 
 
 def main() -> None:
@@ -119,7 +172,14 @@ def main() -> None:
     ap.add_argument("file", type=Path)
     ap.add_argument("--threshold", type=float, default=None, help="default: normalize.auto_threshold's default")
     ap.add_argument("--errors", action="store_true", help="list every wrong or missing code (dev only)")
-    ap.add_argument("--fit-calibration", type=Path, default=None)
+    ap.add_argument("--records", type=Path, default=None,
+                    help="write every proposed code of FILE with its raw score and gold code (CSV) and stop")
+    ap.add_argument("--fit-calibration", type=Path, default=None,
+                    help="fit the calibration on --from records, judged out of fold, write it here")
+    ap.add_argument("--from", dest="sources", type=Path, nargs="+", default=(),
+                    help="record CSVs (--records, e.g. first sight at an older commit) and corpus files "
+                         "(coded by the rules now) to fit on; default: FILE's codes now")
+    ap.add_argument("--target", type=float, default=0.99, help="precision the threshold is chosen for")
     ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
     args = ap.parse_args()
 
@@ -132,14 +192,17 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from bench_normalize import make_tickets
 
-        from pipeline.normalize.evaluate import by_the_guide
-
         rows, truth = make_tickets(args.sim, 0)
-        gold = by_the_guide(truth).with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
+        gold = truth.with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
     else:
         rows, gold = load(args.file)
+    if args.records:
+        records(rows, gold, args.file.name).write_csv(args.records)
+        print(f"wrote {args.records}")
+        return
     if args.fit_calibration:
-        fit_calibration(rows, gold, args.fit_calibration)
+        recs = pl.concat([_records_of(p) for p in args.sources]) if args.sources else records(rows, gold, args.file.name)
+        fit_calibration(recs, args.fit_calibration, args.target, inputs=tuple(args.sources))
         return
     matcher = Matcher.load()
     if args.threshold is not None:

@@ -15,8 +15,7 @@ Chinese and mixed. Then, on the same frame and the same :class:`Matcher`:
 
 It checks that both give identical codes, scores and review flags, and reports the
 precision on auto-coded rows and the coverage against the codes the tickets were written
-from (with the simulator's BMC firmware flashes coded ``SOFTWARE`` as CODING-GUIDE rule 2 says:
-:func:`pipeline.normalize.evaluate.by_the_guide`).
+from (the simulator's truth follows CODING-GUIDE.md: a BMC firmware flash is ``SOFTWARE``).
 ``--rows N`` times the row loop on the first N tickets only and scales it (for a
 quick look; the reported results use the full run).
 
@@ -68,7 +67,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=0, help="time the row loop on this many tickets and scale")
     args = ap.parse_args()
 
-    from pipeline.normalize.evaluate import by_the_guide, score
+    from pipeline.normalize.evaluate import score
     from pipeline.normalize.matcher import Matcher
 
     t0 = time.perf_counter()
@@ -93,7 +92,7 @@ def main() -> None:
     same = fast.head(subset.height).equals(slow)
     print(f"identical codes, scores and review flags: {same}")
     print(f"speed-up: {t_rows / t_frame:.1f}x wall, {c_rows / c_frame:.1f}x CPU")
-    report = score(fast, by_the_guide(truth))
+    report = score(fast, truth)
     for r in report.summary.iter_rows(named=True):
         print(f"  {r['dimension']:<8} precision {100 * r['precision']:.2f}%  coverage {100 * r['coverage']:.2f}%")
     if not same:

@@ -72,3 +72,28 @@ def test_evaluate_counts_empty_gold_and_reports_reliability():
     assert row["decided_coverage"] == pytest.approx(2 / 3)
     rel = {x["score_at_least"]: x for x in r.reliability.iter_rows(named=True)}
     assert rel[90.0]["codes"] == 3 and rel[95.0]["codes"] == 1 and rel[95.0]["precision"] == 1.0
+
+
+def test_out_of_fold_scores_come_from_tables_that_never_saw_the_code():
+    from pipeline.normalize.calibrate import cross_validate
+
+    # fold 0: twenty codes at raw 100, all wrong; folds 1-3: sixty at raw 100, all right
+    raw = {"part": [100.0] * 80}
+    ok = {"part": [False] * 20 + [True] * 60}
+    folds = {"part": [0] * 20 + [1, 2, 3] * 20}
+    oof = cross_validate(raw, ok, folds)["part"]
+    in_sample = fit(raw, ok).score("part", 100.0)
+    # the other folds promise ~98% for fold 0's codes (all wrong): out of fold shows the
+    # table's promise on codes it did not see, in sample its own luck
+    assert min(oof[:20]) > 95 > in_sample
+    assert max(oof[20:]) < 100
+
+
+def test_the_threshold_is_the_lowest_score_keeping_the_precision():
+    from pipeline.normalize.calibrate import threshold_for
+
+    scores = [99.0] * 50 + [95.0] * 50 + [90.0] * 10
+    right = [True] * 50 + [True] * 49 + [False] + [False] * 10
+    assert threshold_for(scores, right, 0.99) == 95.0  # 99 of 100 at >= 95
+    assert threshold_for(scores, right, 0.9) == 90.0
+    assert threshold_for(scores, [False] * 110, 0.5) is None  # unreachable: say so, do not guess

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.normalize.evaluate import by_the_guide, score
+from pipeline.normalize.evaluate import score
 
 TRUTH = pl.DataFrame({
     "service_point": ["a", "a", "a", "b", "b"],
@@ -88,7 +88,7 @@ def test_simulator_tickets_meet_the_acceptance_target(tmp_path, seed):
               for i, f in enumerate(sorted(p for p in tmp_path.rglob("*") if p.is_file()))]
     tickets = pl.concat(frames, how="diagonal_relaxed")
     coded = Matcher.load().code_frame(tickets)
-    r = score(coded, by_the_guide(truth))
+    r = score(coded, truth)
     print(r.summary)
     assert r.unmatched_truth == 0
     assert r.passed(precision=0.99, coverage=0.95), (r.summary, r.confusion)

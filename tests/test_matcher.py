@@ -22,6 +22,18 @@ def code(m, part=None, symptom=None, action=None):
     return c.part_code, c.symptom_code, c.action_code
 
 
+@pytest.fixture(scope="module")
+def proposals() -> Matcher:
+    """The rules' proposals before calibration and threshold: what the guide's rules pick,
+    whatever the bundled calibration then says of a code from another field (on hand-written
+    tickets seen for the first time, a part inferred from the symptom was right only about
+    seven times in ten, so such codes may go to review)."""
+    from pipeline.normalize.calibrate import Calibration
+    from pipeline.normalize.taxonomy import load_taxonomy
+
+    return Matcher(load_taxonomy(), 0.0, calibration=Calibration())
+
+
 # -- hard pairs (issue 6 acceptance) ----------------------------------------------------
 @pytest.mark.parametrize("text, part", [
     ("内存", "DIMM"), ("内存条故障", "DIMM"), ("記憶體", "DIMM"), ("system memory", "DIMM"),
@@ -84,17 +96,17 @@ def test_symptom_hard_pairs(m, text, symptom):
 
 
 # -- context across fields -------------------------------------------------------------
-def test_vague_part_takes_the_symptoms_part(m):
-    assert code(m, "服务器", "掉卡", "重新插拔后恢复") == ("GPU", "FELL_OFF_BUS", "RESEAT")
-    assert code(m, None, "Xid 79", "RMA")[0] == "GPU"
-    assert code(m, "node", "fan speed critical", "replaced")[0] == "FAN"
+def test_vague_part_takes_the_symptoms_part(m, proposals):
+    assert code(proposals, "服务器", "掉卡", "重新插拔后恢复") == ("GPU", "FELL_OFF_BUS", "RESEAT")
+    assert code(proposals, None, "Xid 79", "RMA")[0] == "GPU"
+    assert code(proposals, "node", "fan speed critical", "replaced")[0] == "FAN"
 
 
-def test_part_named_in_symptom_or_action(m):
-    assert code(m, "", "内存 uncorrectable ECC", "replaced")[0] == "DIMM"
-    assert code(m, "", "显存 uncorrectable ECC", "replaced")[0] == "GPU"
-    assert code(m, "host", "power failure", "replaced PSU")[0] == "PSU"
-    assert code(m, "", "reported hang", "NFF, returned to service")[0] == "NONE"
+def test_part_named_in_symptom_or_action(m, proposals):
+    assert code(proposals, "", "内存 uncorrectable ECC", "replaced")[0] == "DIMM"
+    assert code(proposals, "", "显存 uncorrectable ECC", "replaced")[0] == "GPU"
+    assert code(proposals, "host", "power failure", "replaced PSU")[0] == "PSU"
+    assert code(proposals, "", "reported hang", "NFF, returned to service")[0] == "NONE"
 
 
 def test_action_written_in_symptom_field(m):
@@ -161,8 +173,10 @@ def test_code_frame_matches_row_by_row(m):
     slow = m.code_rows(TICKETS)
     assert fast.equals(slow)
     assert fast.columns == TICKETS.columns + list(OUTPUT_COLUMNS)
-    assert fast["part_code"].to_list() == ["GPU", "GPU", "GPU", "PSU", "GPU", "GPU"]
-    assert fast["review"].to_list() == [False, False, False, False, True, False]
+    # T3 ("Xid 79", 返厂, no part written): the GPU is inferred from the symptom, which the
+    # calibration rates below the threshold, so it goes to review
+    assert fast["part_code"].to_list() == ["GPU", "GPU", None, "PSU", "GPU", "GPU"]
+    assert fast["review"].to_list() == [False, False, True, False, True, False]
 
 
 def test_code_frame_needs_the_text_columns(m):

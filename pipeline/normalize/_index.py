@@ -42,6 +42,7 @@ _NEGATION = re.compile(r"(?:(?<![a-z])(?:(?:no|nothing|without)(?:\s+(?:hardware
                        r"|not|non|never)|未|没有|没|无(?!法)|冇|唔)\s*$")
 _WORD = re.compile(r"[a-z0-9]+")
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+EXPLAINED = -1.0  # the strength a negated or announced hit keeps: explained, not evidence
 NEG, TODO = "neg", "todo"  # a hit negated ("no ECC errors"), an action announced but not done
 
 
@@ -124,6 +125,10 @@ class AliasIndex:
         self._generic = frozenset(mk.get("generic_nouns", ()))
         # a swap to test ("to see if it follows") replaces nothing yet
         self._trial = _marker_re(mk.get("trial", ()), "any") if only_actions else None
+        # "Replacement GPU and riser on order": a replacement named as a noun while parts are
+        # awaited anywhere in the text is not done yet (CODING-GUIDE 13)
+        self._awaiting = _marker_re(mk.get("awaiting", ()), "any") if only_actions else None
+        self._noun_replace = frozenset(mk.get("noun_replace", ()))
         self._replaced = tax.guide.replaced if tax.guide is not None and only_actions else frozenset()
         self._scan = _trie_regex([a for a in table if len(a) > 1])
         self.choices = [a for a in table if a in fuzzy_too and (len(a) >= 3 or (is_cjk(a) and len(a) >= 2))]
@@ -196,12 +201,15 @@ class AliasIndex:
         ("need to replace", "RMA pending", 待更换), else empty; vague phrases have code ``""``."""
         out = []
         trial = self._trial is not None and self._trial.search(text) is not None
+        awaiting = self._awaiting is not None and self._awaiting.search(text) is not None
         for a, b, code, strength in self._spans(text):
             status = ""
             if code != VAGUE:
                 if _NEGATION.search(text, 0, a):
                     status = NEG
                 elif trial and code in self._replaced:
+                    status = TODO
+                elif awaiting and code in self._replaced and text[a:b] in self._noun_replace:
                     status = TODO
                 elif code not in self._passive and (
                         (self._todo_before is not None and self._todo_before.search(text, 0, a)) or
@@ -247,7 +255,7 @@ class AliasIndex:
             if strength >= S_EXACT:
                 return _Plan(text, Match(code, strength, "exact"), (), (), False)
         # negated or not yet done: explained, not evidence
-        hits = [(a, b, VAGUE, 0.0) if status else (a, b, code, strength)
+        hits = [(a, b, VAGUE, EXPLAINED) if status else (a, b, code, strength)
                 for a, b, code, strength, status in self.scan(text)]
         strong = any(h[3] >= S_EXACT for h in hits)
         # Fuzzy queries hold a word nothing explained. Beside strong names only typos of
@@ -270,6 +278,8 @@ class AliasIndex:
             (code, strength), s, alias = hit
             if q[0] != alias[0]:
                 continue  # typos keep the first letter; "link" is not "nvlink"
+            if any(h[3] == EXPLAINED and h[0] < end and start < h[1] for h in plan.hits):
+                continue  # a negated or announced name is no typo of a done one ("to be replaced, parts on order")
             if code != VAGUE and strength >= S_EXACT and (s >= FUZZY_EXTEND or not plan.extend):
                 fuzzy.append((start, end, code, s))
         if plan.extend:

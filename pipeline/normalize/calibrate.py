@@ -23,7 +23,7 @@ import yaml
 from pipeline.errors import ConfigError
 from pipeline.normalize.taxonomy import DIMENSIONS
 
-__all__ = ["Calibration", "fit", "load_calibration", "reliability"]
+__all__ = ["Calibration", "cross_validate", "fit", "load_calibration", "reliability", "threshold_for"]
 
 MIN_BIN = 5  # an isotonic step holding fewer labelled codes is merged into its neighbour
 MIN_OWN = 3  # a raw score seen this often gets its own estimate ...
@@ -103,7 +103,8 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
     return Calibration(points, str(path))
 
 
-def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "") -> Calibration:
+def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "",
+        per_score: bool = True) -> Calibration:
     """A calibration table from labelled codes: per dimension the raw scores of codes the
     matcher proposed and whether each was right.
 
@@ -112,6 +113,8 @@ def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str
     :data:`MIN_OWN` times or more gets its own estimate, its right/wrong counts shrunk towards
     its step's by :data:`PRIOR` pseudo-codes: a penalty the labelled set shows to matter
     ("a replaced part other than the named one") lowers the chance, one it does not, hardly.
+    ``per_score=False`` keeps the isotonic steps alone (a higher raw score never scores lower),
+    for labelled sets too small or too old to say more.
 
     >>> c = fit({"part": [100.0] * 99 + [70.0] * 10}, {"part": [True] * 98 + [False] + [True] * 5 + [False] * 5})
     >>> c.score("part", 100.0) > 95 > c.score("part", 70.0)
@@ -142,7 +145,7 @@ def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str
             pts.append((lo, p))
         step = Calibration({d: tuple(pts)})
         own = {}
-        for v, _, right, n in steps:
+        for v, _, right, n in steps if per_score else ():
             if n >= MIN_OWN:
                 prior = step.score(d, v) / 100.0
                 own[v] = (right + PRIOR * prior) / (n + PRIOR)
@@ -175,6 +178,54 @@ def _pool(steps: list[list[float]], iso) -> list[list[float]]:
         else:
             i += 1
     return out
+
+
+def cross_validate(raw: dict[str, list[float]], correct: dict[str, list[bool]], folds: dict[str, list[int]],
+                   per_score: bool = True) -> dict[str, list[float]]:
+    """Out-of-fold calibrated scores: each code scored by a table :func:`fit` on the other folds.
+
+    ``folds[d][i]`` is the fold of code ``i`` of dimension ``d`` (the codes of one ticket share
+    a fold, so a ticket never calibrates itself). A table fitted on the same codes it scores
+    learns their luck; these scores are what the table promises on codes it has not seen, so
+    the reliability of *these* is the honest one, and the threshold is chosen on them
+    (:func:`threshold_for`).
+
+    >>> raw = {"part": [100.0] * 40 + [70.0] * 40}
+    >>> ok = {"part": [True] * 39 + [False] + [True] * 20 + [False] * 20}
+    >>> oof = cross_validate(raw, ok, {"part": [i % 4 for i in range(80)]})["part"]
+    >>> min(oof[:40]) > 90 > max(oof[40:])
+    True
+    """
+    out: dict[str, list[float]] = {}
+    for d, xs in raw.items():
+        ks = folds[d]
+        scores = [0.0] * len(xs)
+        for k in sorted(set(ks)):
+            train = [i for i, f in enumerate(ks) if f != k]
+            table = fit({d: [xs[i] for i in train]}, {d: [correct[d][i] for i in train]}, per_score=per_score)
+            for i, f in enumerate(ks):
+                if f == k:
+                    scores[i] = table.score(d, xs[i])
+        out[d] = scores
+    return out
+
+
+def threshold_for(scores: list[float], correct: list[bool], target: float) -> float | None:
+    """The lowest score s at which the codes scoring >= s are right at least ``target`` of the
+    time (``None`` when no s reaches it): with out-of-fold scores, the auto-code threshold that
+    keeps ``target`` precision on tickets the table has not seen.
+
+    >>> threshold_for([99.0, 98.0, 90.0, 80.0], [True, True, True, False], 0.99)
+    90.0
+    """
+    pairs = sorted(zip(scores, correct), reverse=True)
+    best, right = None, 0
+    for n, (s, ok) in enumerate(pairs, 1):
+        right += ok
+        nxt = pairs[n][0] if n < len(pairs) else None
+        if nxt != s and right / n >= target:  # only cut between distinct scores
+            best = s
+    return best
 
 
 def reliability(scores: list[float], correct: list[bool], cuts: tuple[float, ...] = (50, 80, 90, 95, 97, 98, 99)) -> list[dict]:

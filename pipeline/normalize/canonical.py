@@ -61,7 +61,9 @@ _SOFTWARE_PKG = frozenset("nvidia driver drivers cuda firmware fw kernel ofed nc
 _PN_PREFIX = {"pws": "psu", "rsc": "riser", "fan": "fan", "cbl": "cable", "mcp": "shroud", "snk": "heatsink",
               "mem": "dimm", "hds": "disk", "aoc": "nic", "935": "hgx baseboard", "692": "gpu", "699": "gpu", "900": "gpu"}
 _PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9\-]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
-_TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}c(?![a-z0-9])")
+_NUMBER_SIGN = re.compile(r"(?<![a-z])no\.\s*(?=\d)")
+_VERSION_BUMP = re.compile(r"(?<![a-z0-9])v?\d+(?:\.\d+)+\s*(?:->|=>|→|-->)\s*v?\d+(?:\.\d+)+")
+_TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}\s?c(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
 ABBREVIATIONS = {
@@ -104,6 +106,15 @@ def _drop_host(m: re.Match) -> str:
     return " "
 
 
+NORMAL_READING = (35, 75)  # °C: a GPU reading in here is no heat complaint ("HW slowdown, temp 52C");
+# below it, more often a difference ("20 C above its neighbours") than a reading
+
+
+def _temperature(m: re.Match) -> str:
+    value = float(re.match(r"\d+(?:\.\d)?", m.group()).group())
+    return " normal " if NORMAL_READING[0] <= value < NORMAL_READING[1] else " temperature "
+
+
 def _part_number(m: re.Match) -> str:
     return f" {_PN_PREFIX[m.group(1)]} "
 
@@ -116,12 +127,14 @@ def _once(text: str) -> str:
         t = _SXID_BARE.sub(" sxid ", t)
     digits = _ANY_DIGIT.search(t) is not None
     if digits:
+        t = _NUMBER_SIGN.sub(" ", t)  # "GPU No.2": a number, not a negation
+        t = _VERSION_BUMP.sub(" updated to ", t)  # "bmc fw 13.2 -> 13.5" is an update
         t = _RMA_CASE.sub(" rma case ", t)
         t = _PN.sub(_part_number, t)
         t = _PCI.sub(" ", t)
         t = _HOST.sub(_drop_host, t)
         t = _MODEL.sub(" ", t)
-        t = _TEMP.sub(" temperature ", t)  # "hitting 102C" is about temperature
+        t = _TEMP.sub(_temperature, t)  # "hitting 102C" is about temperature; "temp 52C" is a normal one
         t = _SIZE.sub(" ", t)
         t = _SLOT.sub(" ", t)
     t = _SERIAL_TAG.sub(" ", t)

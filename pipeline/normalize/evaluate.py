@@ -20,7 +20,7 @@ import polars as pl
 from pipeline.errors import UsageError
 from pipeline.normalize.taxonomy import DIMENSIONS
 
-__all__ = ["EvalReport", "by_the_guide", "score"]
+__all__ = ["EvalReport", "score"]
 
 KEYS = ("service_point", "ticket_id")
 CUTS = (50.0, 80.0, 90.0, 95.0, 97.0, 98.0, 99.0)
@@ -133,11 +133,3 @@ def score(coded: pl.DataFrame, truth: pl.DataFrame) -> EvalReport:
     rel = pl.DataFrame(reliable, schema={"dimension": pl.Utf8, "score_at_least": pl.Float64, "codes": pl.Int64,
                                          "precision": pl.Float64, "mean_score": pl.Float64})
     return EvalReport(pl.DataFrame(rows), conf, miss, c.height - j.height, t.height - j.height, rel)
-
-
-def by_the_guide(truth: pl.DataFrame) -> pl.DataFrame:
-    """The simulator's truth with its one disagreement with CODING-GUIDE.md put right: its
-    ``bmc`` service event codes a BMC firmware flash as part ``BMC``, which rule 2 makes
-    ``SOFTWARE`` (a BMC that is reset or replaced stays ``BMC``)."""
-    flash = (pl.col("part_code") == "BMC") & (pl.col("action_code") == "REFLASH")
-    return truth.with_columns(pl.when(flash).then(pl.lit("SOFTWARE")).otherwise(pl.col("part_code")).alias("part_code"))

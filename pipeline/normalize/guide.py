@@ -23,6 +23,7 @@ and an action announced but not done ("need to replace", "RMA pending") is no ac
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, NamedTuple
 
@@ -34,7 +35,10 @@ __all__ = ["Evidence", "Reader", "TAGS"]
 #: Cues that lower a code's score (their points are ``penalties:`` in the taxonomy).
 TAGS = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
 _XID = re.compile(r"xid\d")
+_PRONOUN = re.compile(r" (?:it|them|both)(?![a-z0-9])")
+CABLE = "CABLE"  # the part whose ends, named after it, are not parts acted on
 S_ACTED = 95.0  # the part an action named right beside it was applied to
+OK_AFTER = 2  # words a part reported well after an action counts as further away
 OUTCOME_REACH = 5  # words after an action in which "still" / "恢复" tell how it went
 
 
@@ -62,34 +66,44 @@ class Evidence(NamedTuple):
         verdict, software) are not parts an action is applied to. Two different parts joined
         to one action ("swapped GPU5 and riser 3") are reported as such: a person decides.
         """
-        for a0, a1, code, done, _ in self.actions:
-            if code != action or not done:
-                continue
+        done = [x for x in self.actions if x[2] == action and x[3]]
+        # "replaced the GPU, still falls off; finally replaced the riser": the one that helped
+        for a0, a1, code, _, _ in [x for x in done if x[4] != "failed"] or done:
             others = [(s, e) for s, e, c, _, _ in self.actions if (s, e) != (a0, a1)]
             near = []
             for p in self.parts:
                 if p[2] in skip:
                     continue
+                if p[0] >= a0 and _PRONOUN.match(self.text, a1):
+                    continue  # "found the cable loose and reconnected it. GPU 6 visible": it is the cable
                 if p[0] >= a0:
                     # at equal distance the part after the action, unless it is reported well
                     # ("riser exchanged, GPU now stable": the riser)
                     gap, side = tokens_between(self.text, a1, p[0]), 2 if p[3] else 0
+                    # a part reported well after the action is its result more than its object:
+                    # "cable was unseated; reseated. GPU 6 detected" (the comma is gone)
+                    gap += OK_AFTER if p[3] else 0
                     if gap <= reach_after and not any(a1 <= s and e <= p[0] for s, e in others):
                         near.append((gap, side, p))
                 elif p[1] <= a0:
-                    gap, side = tokens_between(self.text, p[1], a0), 1
+                    # "riser assembly replaced, GPU 5 retested": a participle right after a part
+                    # is said of that part (the comma between is gone from canonical text)
+                    gap = tokens_between(self.text, p[1], a0)
+                    side = -1 if gap == 0 and self.text[a0:a1].endswith("ed") else 1
                     if gap <= reach_before and not any(p[1] <= s and e <= a0 for s, e in others):
                         near.append((gap, side, p))
             if near:
                 near.sort(key=lambda n: (n[0], n[1]))
                 best = near[0][2][2]
-                same_side = [n[2][2] for n in near if (n[1] == 1) == (near[0][1] == 1)]
+                same_side = [n[2][2] for n in near if (n[1] in (-1, 1)) == (near[0][1] in (-1, 1))]
                 return best, len(set(same_side)) > 1
         return None, False
 
     def outcome(self, action: str) -> str:
-        """How the first done ``action`` went: ``failed``, ``resolved`` or ``""``."""
-        return next((o for _, _, c, done, o in self.actions if c == action and done), "")
+        """How the first done ``action`` went: ``failed`` (only when every time it was done, it
+        failed), ``resolved`` or ``""``."""
+        seen = [o for _, _, c, done, o in self.actions if c == action and done]
+        return next((o for o in seen if o != "failed"), "failed" if seen else "")
 
     def names_part(self, code: str) -> bool:
         return any(p[2] == code for p in self.parts)
@@ -108,6 +122,12 @@ class Reader:
         self._ok = _marker_re(mk.get("part_ok_after", ()), "after", gap=False)
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
+        self._listed = g.xid_part if g is not None else None
+        self._ends = frozenset(mk.get("cable_ends", ()))
+        self._no_verdict = frozenset(mk.get("not_a_verdict", ()))
+        self._verdict = g.no_fault if g is not None else None
+        # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
+        self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
 
     def read(self, text: str) -> Evidence:
         """The evidence of one canonical (glued-split) text."""
@@ -118,15 +138,29 @@ class Reader:
             negated = negated or status == NEG
             actions.append((a, b, code, not status, self._outcome(text, a, b)))
         parts: list[tuple[int, int, str, bool]] = []
+        end_of = None  # where the last part named as a cable's end stopped
         for a, b, code, strength, status in self.index["part"].scan(text):
             if code == VAGUE or strength < S_EXACT:
                 continue  # "card", "module" alone name no part for certain
+            if code == self._verdict and text[a:b] in self._no_verdict and (a, b) != (0, len(text)):
+                continue  # "resolution=none": nothing done, no finding
+            if self._ends and parts and (parts[-1][2] == CABLE or end_of is not None):
+                gap = text[end_of if end_of is not None else parts[-1][1]:a].split()
+                if gap and len(gap) <= 3 and (gap[0] in self._ends or (end_of is not None and self._ends & set(gap))):
+                    end_of = b  # "cable between the PSU backplane and the GPU board": its ends,
+                    prev = parts[-1]  # and the cable's name runs to the last of them
+                    parts[-1] = (prev[0], b, prev[2], prev[3])
+                    continue
+            end_of = None
             acted = any(e <= a and tokens_between(text, e, a) <= self._reach for _, e, *_ in actions)
             ok = self._ok is not None and self._ok.search(text[b:]) is not None
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
             if status == NEG or ruled_out:
                 negated = True  # "not the GPU", "GPU ok", "PSU tested good": named to be ruled out
-            elif parts and tokens_between(text, parts[-1][1], a) == 0:
+            elif parts and tokens_between(text, parts[-1][1], a) == 0 and (code != self._listed or text[a:b] in self._generic) \
+                    and parts[-1][2] not in self._not_parts:
+                # a GPU is no head noun: "NVSwitch tray, GPU5" is two parts whose comma
+                # canonical text dropped, where "GPU fan" is a fan
                 # "GPU fan": the head noun, unless a bare generic word ("PCIe retimer card")
                 prev = parts[-1]
                 parts[-1] = (prev[0], b, prev[2] if text[a:b] in self._generic else code, ok)
@@ -147,6 +181,16 @@ class Reader:
 
 
 S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
+
+
+def _slowdown_rx(tax: Taxonomy) -> re.Pattern:
+    return _phrases_rx(tuple(tax.markers["slowdown_cause_unknown"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _phrases_rx(phrases: tuple[str, ...]) -> re.Pattern:
+    return _marker_re(phrases, "any")
 
 
 def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Callable[[str], Evidence],
@@ -204,6 +248,9 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
                     thr, skip["symptom"], tags["symptom"])
     if symptom.how == "first":
         tags["symptom"].add("several")
+    if symptom.code == SLOWDOWN and tax.markers.get("slowdown_cause_unknown") and \
+            _slowdown_rx(tax).search(symptom_key):
+        symptom = Match(None, symptom.score, "undecided")  # "HW slowdown, didn't check temps" (rule 8)
 
     hints = [get("part", symptom_key), get("part", action_key)]
     implied = tax.implies_part.get(symptom.code or "") if _sure(symptom, thr) else None
@@ -245,6 +292,10 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     elif verdict:
         tags["part"] -= {"context", "unsupported", "two_parts"}
         part = Match(g.no_fault, S_ACTED, "no_fault")
+    if part.how not in ("acted", "software", "no_fault") and len(_hardware(texts, g)) > 1:
+        # "GPU4 + riser ordered", "g1 xid79 + riser1 aer errs", fixed: two parts named and no
+        # action says which one was at fault (CODING-GUIDE 13: a person decides)
+        tags["part"].add("two_parts")
     if g is not None and g.no_fault and part.code != g.no_fault and any(e.names_part(g.no_fault) for e in texts):
         tags["part"].add("negation")  # "未发现异常" beside a replacement: the ticket disagrees with itself
     if symptom.how == "vague" and _sure(part, thr):
@@ -283,3 +334,9 @@ def _acted(acted: str, named: str | None, tags: dict[str, set[str]]) -> Match:
 
 def _sure(m: Match, thr: float) -> bool:
     return m.code is not None and m.score >= thr
+
+
+def _hardware(texts: list[Evidence], g) -> set[str]:
+    """The parts named in the symptom and action texts, verdicts and software aside."""
+    skip = {c for c in (g.no_fault, g.software) if c} if g is not None else set()
+    return {p[2] for e in texts[1:] for p in e.parts if p[2] not in skip}

@@ -45,7 +45,7 @@ OUTPUT_COLUMNS = ("part_code", "part_score", "symptom_code", "symptom_score",
                   "action_code", "action_score", "review")
 LEARNED_NEAR = 90.0  # a text this close (rapidfuzz ratio) to a reviewed one takes its code
 CONFIDENT = 85.0  # the raw score at which a field's match counts in the guide's rules
-DEFAULT_THRESHOLD = 85.0  # normalize.auto_threshold's default: codes at least 85% likely right
+DEFAULT_THRESHOLD = 80.0  # normalize.auto_threshold's default: codes at least 80% likely right
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 DIMENSIONS = ("part", "symptom", "action")
 _RULES = ("last", "priority", "first")
 MARKERS = ("cause_follows", "cause_precedes", "not_done_before", "not_done_after", "failed_after",
-           "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns")
+           "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns",
+           "awaiting", "noun_replace",
+           "slowdown_cause_unknown", "cable_ends", "not_a_verdict")
 PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
 
 

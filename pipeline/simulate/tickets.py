@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from pipeline.simulate import vocab
+from pipeline.simulate.process import NAMED_PART
 
 POINT_STYLE = {
     "sha-sp1": ("zh", "csv_gbk"), "sha-sp2": ("mixed", "xlsx"), "sjc-depot": ("en", "csv_bom"),
@@ -150,7 +151,7 @@ def ticket_text(rng, row: dict, lang: str, new_serial: str | None,
     else:
         lang_now = lang if rng.random() < 0.85 else ("mix" if lang == "zh" else "en")
     plang = "zh" if lang_now in ("zh", "mix") else "en"
-    part = _phrase(rng, words["part"], row["part_code"], plang)
+    part = _phrase(rng, words["part"], NAMED_PART.get(row.get("kind"), row["part_code"]), plang)
     gpu = row["part_code"] in ("GPU", "NONE", "SOFTWARE") and row["slot"] is not None
     sym = _phrase(rng, words["symptom"], row["symptom_code"], plang if lang_now != "mix" else _pick(rng, ("en", "zh")), gpu)
     act = _phrase(rng, words["action"], row["action_code"], plang)
