@@ -98,8 +98,8 @@ def _tables(wh):
     hourly = wh.engine.pl("SELECT * EXCLUDE (file_id) FROM smi_hourly", step="test").sort(pl.all())
     days = wh.engine.pl("SELECT * FROM gpu_days", step="test").sort(pl.all())
     quarantine = wh.engine.pl("SELECT source_file, line_no, reason FROM quarantine", step="test").sort(pl.all())
-    heads = wh.con.execute("SELECT f.path, h.start_fields, h.last_fields, h.header_from, h.own_first "
-                  "FROM smi_headers h JOIN files f USING (file_id)").pl().sort("path")
+    heads = wh.engine.pl("SELECT f.path, h.start_fields, h.last_fields, h.header_from, h.own_first "
+                         "FROM smi_headers h JOIN files f USING (file_id)", step="test").sort("path")
     return hourly, days, quarantine, heads
 
 

@@ -53,6 +53,7 @@ from pipeline.ingest.telemetry.read import (
     first_line,
     read_exact,
     scratch,
+    stage_scratch,
 )
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.vocab.hosts import host_key, host_key_sql
@@ -424,8 +425,9 @@ def run(ctx) -> None:
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
         return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of)
 
-    results = ingest(plan)
-    results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
+    with stage_scratch():
+        results = ingest(plan)
+        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
