@@ -10,10 +10,12 @@ which the nightly job runs after this stage.
 Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
 and day), whose cost is per statement: one DuckDB ``read_csv`` reads a batch of a host's
 files that share a layout, the file name a column (:mod:`pipeline.ingest.telemetry.batch`,
-:meth:`Warehouse.ingest_batch`: one transaction per batch, a registry row per file). A
-large file is a batch of one, streamed. Only files the fast path gives back are read line
-by line (:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated
-from one table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
+and :meth:`Warehouse.ingest_batch` over up to :data:`INGEST_FILES` files of any hosts: one
+transaction, registry look-up and insert per table for the lot, a registry row per file;
+one scratch engine serves the whole stage). A large file is a batch of one, streamed.
+Only files the fast path gives back are read line by line
+(:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated from one
+table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
 ``parse_smi_files`` gives the contract's clean per-sample table for ``fleetfault parse smi``.
 """
 
