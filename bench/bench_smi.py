@@ -164,7 +164,7 @@ def stage_on_files(data: Path, config: Path | None = None) -> dict:
     import tempfile
 
     from pipeline.config import load_config
-    from pipeline.run import DERIVED, STAGES, RunContext, resolve_stage
+    from pipeline.run import DERIVE_AFTER, STAGES, RunContext, resolve_stage
     from pipeline.warehouse import Warehouse
 
     stages = dict(STAGES)
@@ -174,7 +174,7 @@ def stage_on_files(data: Path, config: Path | None = None) -> dict:
         resolve_stage(stages["inventory"])(ctx)
         cpu, wall = time.process_time(), time.perf_counter()
         resolve_stage(stages["smi"])(ctx)
-        resolve_stage(DERIVED["smi"])(wh)
+        resolve_stage(DERIVE_AFTER["smi"])(ctx)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         rep = ctx.report("smi")
         return {"files": rep.files, "rows_read": rep.rows_read, "rows_quarantined": rep.rows_quarantined,

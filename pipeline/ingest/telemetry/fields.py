@@ -18,6 +18,7 @@ checks that they agree. A new marker or timestamp format is one edit here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -179,9 +180,16 @@ def field_from_name(text: str) -> Field:
 
 def parse_fields(names: list[str] | str) -> list[Field]:
     """Fields from ``--fields`` / config (a list or a comma-separated string)."""
+    return list(_parsed(names if isinstance(names, str) else tuple(names)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(names: str | tuple[str, ...]) -> tuple[Field, ...]:
+    """:func:`parse_fields`, remembered: the smi stage parses the same few field lists
+    (the configured one, each host's recorded headers) for every file."""
     if isinstance(names, str):
         names = names.split(",")
-    return [field_from_name(n) for n in names if n.strip()]
+    return tuple(field_from_name(n) for n in names if n.strip())
 
 
 def header_fields(line: str) -> list[Field] | None:

@@ -98,15 +98,40 @@ def tool_message(line: str) -> tuple[str, str] | None:
     return None
 
 
+#: The engine :func:`stage_scratch` lends to every :func:`scratch` inside it.
+_lent: DuckDBEngine | None = None
+
+
 @contextlib.contextmanager
 def scratch() -> Iterator[DuckDBEngine]:
     """An in-memory DuckDB engine for parsing files (keeps reject tables and scratch frames
-    out of the warehouse), closed on exit."""
+    out of the warehouse), closed on exit; inside :func:`stage_scratch`, that one engine."""
+    if _lent is not None:
+        yield _lent
+        return
     engine = DuckDBEngine()
     try:
         yield engine
     finally:
         engine.con.close()
+
+
+@contextlib.contextmanager
+def stage_scratch() -> Iterator[DuckDBEngine]:
+    """One scratch engine for a whole stage: opening an engine per batch (or per file read
+    line by line) costs more than reading a small file. Users of a lent engine name their
+    scratch tables and views the same way each time and replace them (``DROP ... IF
+    EXISTS``, ``register``), so nothing one batch leaves is read by the next."""
+    global _lent
+    if _lent is not None:
+        yield _lent
+        return
+    with scratch() as engine:
+        _lent = engine
+        try:
+            yield engine
+        finally:
+            _lent = None
 
 
 def csv_source(paths: list[Path], n: int, skip: int, delim: str = ", ", *, newline: str = "\n",

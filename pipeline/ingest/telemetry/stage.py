@@ -10,10 +10,12 @@ which the nightly job runs after this stage.
 Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
 and day), whose cost is per statement: one DuckDB ``read_csv`` reads a batch of a host's
 files that share a layout, the file name a column (:mod:`pipeline.ingest.telemetry.batch`,
-:meth:`Warehouse.ingest_batch`: one transaction per batch, a registry row per file). A
-large file is a batch of one, streamed. Only files the fast path gives back are read line
-by line (:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated
-from one table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
+and :meth:`Warehouse.ingest_batch` over up to :data:`INGEST_FILES` files of any hosts: one
+transaction, registry look-up and insert per table for the lot, a registry row per file;
+one scratch engine serves the whole stage). A large file is a batch of one, streamed.
+Only files the fast path gives back are read line by line
+(:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated from one
+table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
 ``parse_smi_files`` gives the contract's clean per-sample table for ``fleetfault parse smi``.
 """
 
@@ -53,6 +55,7 @@ from pipeline.ingest.telemetry.read import (
     first_line,
     read_exact,
     scratch,
+    stage_scratch,
 )
 from pipeline.timeutil import local_to_utc_expr
 from pipeline.vocab.hosts import host_key, host_key_sql
@@ -424,8 +427,9 @@ def run(ctx) -> None:
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
         return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of)
 
-    results = ingest(plan)
-    results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
+    with stage_scratch():
+        results = ingest(plan)
+        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
@@ -508,46 +512,48 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
     return out
 
 
+#: Files per :meth:`Warehouse.ingest_batch` call (one transaction, one registry look-up,
+#: one insert per table), across hosts: the per-call costs are paid per chunk, not per host.
+INGEST_FILES = 2000
+
+
 def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
                     key_of=None) -> dict[Path, FileResult]:
-    """Load the plan's files through :meth:`Warehouse.ingest_batch`, a host's files
-    :data:`BATCH_FILES` at a time (one transaction and a few DuckDB statements each);
-    returns each file's result (``reload``: even the unchanged ones are loaded again)."""
-    chunks: list[list[tuple[Path, str, Path | None]]] = []
-    for entry in plan:
-        if chunks and chunks[-1][0][1] == entry[1] and len(chunks[-1]) < BATCH_FILES:
-            chunks[-1].append(entry)
-        else:
-            chunks.append([entry])
+    """Load the plan's files through :meth:`Warehouse.ingest_batch`, :data:`INGEST_FILES`
+    at a time (one transaction each); within a chunk each host's files are read
+    :data:`BATCH_FILES` at a time (a few DuckDB statements each). Returns each file's
+    result (``reload``: even the unchanged ones are loaded again)."""
+    info = {path: (host, prev) for path, host, prev in plan}
+
+    def single(path: Path, file_id: int, fields, host: str, tz: str):
+        loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields, fast=False)
+        return loaded, last or configured_fields(ctx.cfg, host)
+
+    def loader(items: list[tuple[Path, int]]) -> list[Loaded]:
+        out: list[Loaded] = []
+        # Unchanged files are not handed over: a run of a host's consecutive files starts
+        # from the field list its predecessor ended with (loaded now, or in the registry).
+        runs: list[list[tuple[Path, int]]] = []
+        for path, fid in items:
+            if runs and info[path][1] == runs[-1][-1][0]:
+                runs[-1].append((path, fid))
+            else:
+                runs.append([(path, fid)])
+        for run_items in runs:
+            host, prev = info[run_items[0][0]]
+            tz = ctx.cfg.site_tz(sites.get(host_key(host)))
+            fields = before(host, prev)
+            for (path, _), (loaded, last) in zip(
+                run_items, load_files(run_items, host=host, tz=tz, fields=fields, start_of=start_of,
+                                      single=functools.partial(single, host=host, tz=tz))
+            ):
+                state[path] = last
+                out.append(loaded)
+        return out
+
+    chunks = [plan[i:i + INGEST_FILES] for i in range(0, len(plan), INGEST_FILES)]
     results: dict[Path, FileResult] = {}
     for chunk in ctx.track(chunks, f"{STAGE}: file batches"):
-        host = chunk[0][1]
-        tz = ctx.cfg.site_tz(sites.get(host_key(host)))
-        prev_of = {path: prev for path, _, prev in chunk}
-
-        def single(path: Path, file_id: int, fields, host=host, tz=tz):
-            loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields, fast=False)
-            return loaded, last or configured_fields(ctx.cfg, host)
-
-        def loader(items: list[tuple[Path, int]], host=host, tz=tz, prev_of=prev_of) -> list[Loaded]:
-            out: list[Loaded] = []
-            # Unchanged files are not handed over: a run of consecutive files starts from
-            # the field list its predecessor ended with (loaded now, or in the registry).
-            runs: list[list[tuple[Path, int]]] = []
-            for path, fid in items:
-                if runs and prev_of[path] == runs[-1][-1][0]:
-                    runs[-1].append((path, fid))
-                else:
-                    runs.append([(path, fid)])
-            for run_items in runs:
-                fields = before(host, prev_of[run_items[0][0]])
-                for (path, _), (loaded, last) in zip(
-                    run_items, load_files(run_items, host=host, tz=tz, fields=fields, single=single, start_of=start_of)
-                ):
-                    state[path] = last
-                    out.append(loaded)
-            return out
-
         paths = [path for path, _, _ in chunk]
         keys = [(key_of or ctx.file_key)(p) for p in paths]
         results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys, reload=keys if reload else ())))
