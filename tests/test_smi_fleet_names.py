@@ -12,7 +12,6 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.telemetry import stage as smi
 from pipeline.vocab.hosts import host_key, host_key_sql
 from pipeline.ingest.inventory import run as inventory_run
 from pipeline.ingest.telemetry import parse_smi_files

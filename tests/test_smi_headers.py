@@ -6,7 +6,6 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.ingest.telemetry import stage as smi
 from pipeline.ingest.telemetry.fields import parse_fields
 from pipeline.ingest.telemetry.header_plan import HostFile, fits, plan_starts, scan
 from tests.test_smi import _ctx, run_smi, write

@@ -34,7 +34,6 @@ import polars as pl
 from pipeline.engine.base import Engine
 from pipeline.ingest.telemetry import batch, facts, header_plan
 from pipeline.ingest.telemetry.batch import (
-    BATCH_FILES,
     cell,
     finish_hourly,
     headers_frame,
