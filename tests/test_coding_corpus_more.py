@@ -5,27 +5,18 @@ from __future__ import annotations
 
 import csv
 import re
-import unicodedata
 from pathlib import Path
 
 import pytest
 
 from pipeline.normalize.taxonomy import DIMENSIONS, load_taxonomy
+from tests.test_coding_corpus import _read
+from tests.test_coding_corpus import _text_key as _key
 
 CORPUS = Path(__file__).parent / "data" / "coding_corpus"
 MORE = ("dev2", "dev3", "dev4", "dev5")
 COLUMNS = ["ticket_id", "service_point", "voice", "language", "difficulty", "part", "symptom", "action",
            "part_code", "symptom_code", "action_code", "guide_rules"]
-
-
-def _read(name: str) -> list[dict[str, str]]:
-    with open(CORPUS / f"{name}.csv", encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _key(row: dict[str, str]) -> str:
-    s = unicodedata.normalize("NFKC", " ".join(row[f] for f in ("part", "symptom", "action"))).lower()
-    return re.sub(r"\s+", " ", s).strip()
 
 
 @pytest.mark.parametrize("name", MORE)
