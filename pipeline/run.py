@@ -157,28 +157,14 @@ def _write_stage_report(out_dir: Path, report: StageReport) -> None:
     (folder / f"{report.stage}.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
 
 
-def build_engine(cfg: Config, wh: Warehouse) -> Engine:
-    """The engine over the warehouse's own tables: DuckDB on the warehouse's connection.
-
-    With ``[engine] name = "spark"`` the stages whose steps run on Spark get that engine from
-    :meth:`RunContext.engine_for`, with their inputs handed over; the warehouse's tables stay
-    in DuckDB until the Parquet table layer (:mod:`pipeline.engine.tables`) holds them all.
-    """
-    from pipeline.engine import get_engine
-
-    return get_engine("duckdb", con=wh.con)
-
-
 def open_warehouse(cfg: Config, path: Path | str, *, read_only: bool = False) -> Warehouse:
-    """The warehouse at ``path`` with the config's engine attached: every command that reads
-    or writes the warehouse opens it here, so all SQL runs on the engine the config names."""
-    wh = Warehouse(path, read_only=read_only)
-    try:
-        wh.engine = build_engine(cfg, wh)
-    except BaseException:
-        wh.close()
-        raise
-    return wh
+    """The warehouse at ``path``: every command that reads or writes the warehouse opens it
+    here. Its SQL runs on DuckDB over the file (``wh.engine``); with ``[engine] name =
+    "spark"``, the stages whose steps run on Spark get that engine from
+    :meth:`RunContext.engine_for`, their inputs handed over, until the Parquet table layer
+    (:mod:`pipeline.engine.tables`) holds every table."""
+    del cfg  # the engine a stage runs on is chosen per stage (RunContext.engine_for)
+    return Warehouse(path, read_only=read_only)
 
 
 def recode(wh: Warehouse, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
