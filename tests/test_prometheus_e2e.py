@@ -155,7 +155,14 @@ def test_rules_load_and_alert_on_the_scraped_metrics(stack):
     firing = {x["labels"]["alertname"] for x in get("alerts")["alerts"]}
     assert not firing & {"FleetfaultNightlyRunFailed", "FleetfaultTextfileStale", "FleetfaultTextfileMissing",
                          "FleetfaultTextfileUnreadable"}
-    assert all(r["health"] == "ok" for r in rules.values()), {n: r.get("lastError") for n, r in rules.items()}
+    # A group that has not been evaluated yet reports "unknown": wait for every rule's first evaluation
+    # (groups start at different offsets) before asking that each one evaluated cleanly.
+    def evaluated():
+        now = {r["name"]: r for g in get("rules")["groups"] for r in g["rules"]}
+        return now if all(r["health"] != "unknown" for r in now.values()) else None
+
+    rules = _wait(evaluated, "every rule evaluated once", procs)
+    assert all(r["health"] == "ok" for r in rules.values()), {n: (r["health"], r.get("lastError")) for n, r in rules.items()}
 
 
 def test_every_dashboard_query_returns_data(stack):
