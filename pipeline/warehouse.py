@@ -312,6 +312,31 @@ class Warehouse:
         self.clear(table)
         return self.insert(table, data)
 
+    def rebuild(self, table: str, select: str, *, engine: Engine | None = None, step: str) -> int:
+        """Replace a derived table's whole content with the rows of ``select``, run on
+        ``engine`` (default: the warehouse's own), in one transaction; returns the row count.
+
+        On the warehouse's engine the rows never leave DuckDB (``INSERT ... SELECT``); on
+        another engine (Spark, :meth:`pipeline.run.RunContext.engine_for`) they come back as
+        Arrow and are inserted. Columns are taken by the declared names either way.
+        """
+        if table not in self.schemas:
+            raise SchemaError(f"no table {table!r} declared in pipeline/declared/tables/")
+        engine = engine or self.engine
+        names = self.schemas[table].names
+        if engine is self.engine:
+            cols = ", ".join(ident(c) for c in names)
+            with self.transaction():
+                self.clear(table)
+                engine.execute(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM ({select}) AS rows_",
+                               step=step)
+        else:
+            cols = ", ".join(engine.dialect.quote(c) for c in names)
+            frame = engine.arrow(f"SELECT {cols} FROM ({select}) AS rows_", step=step)
+            with self.transaction():
+                self.replace(table, frame)
+        return self.engine.scalar(f"SELECT count(*) FROM {ident(table)}", step=f"{table} rows")
+
     def clear(self, table: str) -> None:
         """Delete every row of a declared table (inside the caller's transaction, if any)."""
         if table not in self.schemas:

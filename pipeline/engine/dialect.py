@@ -33,6 +33,24 @@ class Dialect:
         """Seconds since 1970 of a TIMESTAMP expression, as a double."""
         return f"epoch({expr})"
 
+    def seconds_between(self, start: str, end: str) -> str:
+        """Seconds from TIMESTAMP ``start`` to TIMESTAMP ``end``, as a double (exact to the
+        microsecond: the difference is taken before it becomes a double)."""
+        return f"epoch({end} - {start})"
+
+    def arg_min(self, arg: str, key: str) -> str:
+        """``arg`` of the row with the least ``key``, among the rows whose ``arg`` is not NULL
+        (DuckDB's ``arg_min``: a NULL ``arg`` does not win; rows whose key is NULL are skipped)."""
+        return f"arg_min({arg}, {key})"
+
+    def arg_max(self, arg: str, key: str) -> str:
+        """``arg`` of the row with the greatest ``key``, skipping NULL ``arg`` as :meth:`arg_min`."""
+        return f"arg_max({arg}, {key})"
+
+    def array(self, *items: str) -> str:
+        """An array (list) value of the items, ordered element by element (a sort key)."""
+        return "[" + ", ".join(items) + "]"
+
     def explode_periods(self, start: str, end: str, unit: str) -> str:
         """A FROM-clause fragment that repeats each row once per calendar ``unit`` ('month'
         or 'quarter') from the one holding ``start`` through the one holding ``end``, with
@@ -50,6 +68,10 @@ class Dialect:
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP TABLE {name} AS\n{select}"
 
+    def drop_temp(self, name: str) -> str:
+        """Drop what :meth:`create_temp` made."""
+        return f"DROP TABLE IF EXISTS {name}"
+
 
 class DuckDBDialect(Dialect):
     pass
@@ -66,6 +88,20 @@ class SparkDialect(Dialect):
     def epoch_seconds(self, expr: str) -> str:
         return f"(unix_micros({expr}) / 1e6)"
 
+    def seconds_between(self, start: str, end: str) -> str:
+        return f"((unix_micros({end}) - unix_micros({start})) / 1e6)"
+
+    # Spark's min_by/max_by return a NULL arg when its row wins and skip rows whose key is
+    # NULL: a NULL key for NULL args gives DuckDB's arg_min/arg_max.
+    def arg_min(self, arg: str, key: str) -> str:
+        return f"min_by({arg}, CASE WHEN {arg} IS NOT NULL THEN {key} END)"
+
+    def arg_max(self, arg: str, key: str) -> str:
+        return f"max_by({arg}, CASE WHEN {arg} IS NOT NULL THEN {key} END)"
+
+    def array(self, *items: str) -> str:
+        return "array(" + ", ".join(items) + ")"
+
     def explode_periods(self, start: str, end: str, unit: str) -> str:
         return (f"LATERAL VIEW explode(sequence(date_trunc({literal(unit.upper())}, {start}), {end}, "
                 f"INTERVAL {_step(unit)})) periods AS period_start")
@@ -78,6 +114,9 @@ class SparkDialect(Dialect):
 
     def create_temp(self, name: str, select: str) -> str:
         return f"CREATE OR REPLACE TEMP VIEW {name} AS\n{select}"
+
+    def drop_temp(self, name: str) -> str:
+        return f"DROP VIEW IF EXISTS {name}"
 
 
 def _step(unit: str) -> str:

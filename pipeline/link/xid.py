@@ -25,16 +25,30 @@ from datetime import datetime
 import polars as pl
 
 from pipeline.engine import DuckDBEngine
+from pipeline.engine.dialect import Dialect
 from pipeline.ingest.kernel.boots import date_events
 from pipeline.ingest.kernel.catalog import load_catalog
 from pipeline.vocab.hosts import host_key_sql
 
-#: One row per event from ``xid_raw``: event_id, the representative line and ``copies``.
-_DEDUPE = """
+#: The warehouse tables :func:`derive_xid_events` reads (what the Spark engine is handed).
+INPUTS = ("xid_raw", "kernel_segments", "gpu_map", "gpu_days", "inventory")
+
+
+def _wall_first(d: Dialect) -> str:
+    """The sort key of a line for the event's time: its own clock first, then boot time +
+    uptime; among equals the first file and line."""
+    return d.array("CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END", "file_id", "line_no")
+
+
+def dedupe_sql(raw: str, d: Dialect) -> str:
+    """One row per event from the ``xid_raw``-shaped table ``raw``: event_id, the
+    representative line and ``copies``; in the SQL of dialect ``d`` (DuckDB or Spark)."""
+    first = "file_id * 1e9 + line_no"
+    return f"""
 WITH r AS (
     SELECT *,
         CASE WHEN uptime_s IS NOT NULL THEN 'u' || CAST(round(uptime_s * 1000) AS BIGINT)
-             WHEN ts IS NOT NULL THEN 't' || CAST(epoch(date_trunc('second', ts)) AS BIGINT)
+             WHEN ts IS NOT NULL THEN 't' || CAST({d.epoch_seconds("date_trunc('second', ts)")} AS BIGINT)
              ELSE 'l' || file_id || ':' || line_no END AS tkey
     FROM {raw}
 ), k AS (
@@ -47,7 +61,7 @@ WITH r AS (
 ), ts_only AS (  -- a line with a wall clock only joins an uptime-keyed event within 2 s
     SELECT a.file_id, a.line_no, b.eid AS target,
         row_number() OVER (PARTITION BY a.file_id, a.line_no
-                           ORDER BY abs(epoch(a.ts) - epoch(b.ts)), b.eid) AS rn
+                           ORDER BY abs({d.seconds_between('b.ts', 'a.ts')}), b.eid) AS rn
     FROM keyed a JOIN keyed b
       ON a.uptime_s IS NULL AND a.ts IS NOT NULL AND b.uptime_s IS NOT NULL AND b.ts IS NOT NULL
      AND a.file_id <> b.file_id AND a.host = b.host AND a.kind = b.kind AND a.xid = b.xid
@@ -61,29 +75,30 @@ WITH r AS (
     SELECT DISTINCT f.event_id
     FROM ids f JOIN ids x
       ON f.shape = 'fallen_off_bus' AND x.kind = 'Xid' AND x.xid = 79 AND x.event_id <> f.event_id
-     AND (x.shape = 'line' OR (x.shape = 'fallen_off_bus' AND (x.file_id, x.line_no) < (f.file_id, f.line_no)))
+     AND (x.shape = 'line' OR (x.shape = 'fallen_off_bus' AND (x.file_id < f.file_id
+          OR (x.file_id = f.file_id AND x.line_no < f.line_no))))
      AND f.host = x.host AND f.pci_bus_id = x.pci_bus_id
-     AND ((f.ts IS NOT NULL AND x.ts IS NOT NULL AND abs(epoch(f.ts) - epoch(x.ts)) <= 60)
+     AND ((f.ts IS NOT NULL AND x.ts IS NOT NULL AND abs({d.seconds_between('x.ts', 'f.ts')}) <= 60)
        OR (f.file_id = x.file_id AND f.boot_seg = x.boot_seg AND abs(f.uptime_s - x.uptime_s) <= 60))
 )
 SELECT event_id,
-    -- the line's own clock first, then boot time + uptime; among equals the first file and line
-    -- (two logs can disagree on a year-less syslog stamp's year: the pick must not vary by run)
-    arg_min(ts, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts,
-    arg_min(ts_quality, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_quality,
-    arg_min(ts_error_s, [CASE ts_source WHEN 'wall' THEN 0 WHEN 'boot' THEN 1 ELSE 2 END, file_id, line_no]) AS ts_error_s,
+    -- the line's own clock first (_wall_first): two logs can disagree on a year-less syslog
+    -- stamp's year, and the pick must not vary by run
+    {d.arg_min('ts', _wall_first(d))} AS ts,
+    {d.arg_min('ts_quality', _wall_first(d))} AS ts_quality,
+    {d.arg_min('ts_error_s', _wall_first(d))} AS ts_error_s,
     max(uptime_s) AS uptime_s,
-    arg_min(host, file_id * 1e9 + line_no) AS host,
-    arg_min(pci_bus_id, file_id * 1e9 + line_no) AS pci_bus_id,
-    arg_min(kind, file_id * 1e9 + line_no) AS kind,
-    arg_min(xid, file_id * 1e9 + line_no) AS xid,
+    {d.arg_min('host', first)} AS host,
+    {d.arg_min('pci_bus_id', first)} AS pci_bus_id,
+    {d.arg_min('kind', first)} AS kind,
+    {d.arg_min('xid', first)} AS xid,
     max(pid) AS pid, max(process) AS process,
-    arg_min(message, file_id * 1e9 + line_no) AS message,
-    arg_min(source_file, file_id * 1e9 + line_no) AS source_file,
-    min(file_id * 1e9 + line_no) AS first_seen,
-    arg_min(line_no, file_id * 1e9 + line_no) AS line_no,
-    arg_min(file_id, file_id * 1e9 + line_no) AS file_id,
-    arg_min(boot_seg, file_id * 1e9 + line_no) AS boot_seg,
+    {d.arg_min('message', first)} AS message,
+    {d.arg_min('source_file', first)} AS source_file,
+    min({first}) AS first_seen,
+    {d.arg_min('line_no', first)} AS line_no,
+    {d.arg_min('file_id', first)} AS file_id,
+    {d.arg_min('boot_seg', first)} AS boot_seg,
     max(gpu_instance) AS gpu_instance, bool_or(fatal) AS fatal, max(subcode) AS subcode,
     max(recovery_action) AS recovery_action,
     CAST(count(*) AS INTEGER) AS copies
@@ -92,32 +107,47 @@ WHERE event_id NOT IN (SELECT event_id FROM fell)
 GROUP BY event_id
 """
 
-_LINK = """
+
+def link_sql(d: Dialect) -> str:
+    """``xid_events``' rows from the de-duplicated events ``_xid_dedup``, the dated driver
+    map ``_gpu_map_dated``, ``gpu_days``, ``inventory`` and the catalog ``_xid_catalog``.
+    Where several rows tie (two serials telemetry saw at a host's PCI id on a day, two
+    slots equally often), the least is taken, so that both engines pick the same one."""
+    return f"""
 WITH e AS (SELECT * FROM _xid_dedup),
 bm AS (
     SELECT e.event_id, m.serial, m.uuid, row_number() OVER (
         PARTITION BY e.event_id
         ORDER BY (m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg) DESC,
-                 CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs(epoch(e.ts) - epoch(m.ts)) END NULLS LAST,
+                 CASE WHEN e.ts IS NOT NULL AND m.ts IS NOT NULL THEN abs({d.seconds_between('m.ts', 'e.ts')}) END NULLS LAST,
                  m.file_id DESC, m.line_no DESC) AS rn
-    FROM e JOIN _gpu_map_dated m ON host_key(m.host) = host_key(e.host) AND m.pci_bus_id = e.pci_bus_id
+    FROM e JOIN _gpu_map_dated m ON {host_key_sql('m.host')} = {host_key_sql('e.host')} AND m.pci_bus_id = e.pci_bus_id
      AND (m.serial IS NOT NULL OR m.uuid IS NOT NULL)
      AND ((m.file_id = e.file_id AND m.boot_seg IS NOT DISTINCT FROM e.boot_seg)
        OR (e.ts IS NOT NULL AND m.ts IS NOT NULL AND m.ts <= e.ts + INTERVAL 10 MINUTE))
 ),
-by_uuid AS (SELECT uuid, any_value(serial) AS serial FROM gpu_days
+by_uuid AS (SELECT uuid, min(serial) AS serial FROM gpu_days
             WHERE uuid IS NOT NULL AND serial IS NOT NULL GROUP BY uuid),
 tel AS (
-    SELECT e.event_id, any_value(g.serial) AS serial, any_value(g.uuid) AS uuid
-    FROM e JOIN gpu_days g ON host_key(g.host) = host_key(e.host) AND g.pci_bus_id = e.pci_bus_id AND g.day = CAST(e.ts AS DATE)
+    SELECT e.event_id, min(g.serial) AS serial, {d.arg_min('g.uuid', 'g.serial')} AS uuid
+    FROM e JOIN gpu_days g ON {host_key_sql('g.host')} = {host_key_sql('e.host')} AND g.pci_bus_id = e.pci_bus_id AND g.day = CAST(e.ts AS DATE)
     WHERE g.serial IS NOT NULL GROUP BY e.event_id
 ),
-slot AS (SELECT host_key(host) AS host, pci_bus_id, mode(gpu_index) AS gpu_index FROM gpu_days
-         WHERE gpu_index IS NOT NULL AND pci_bus_id IS NOT NULL GROUP BY 1, pci_bus_id),
+slot_days AS (SELECT host, pci_bus_id, gpu_index, count(*) AS n
+              FROM (SELECT {host_key_sql('host')} AS host, pci_bus_id, gpu_index FROM gpu_days
+                    WHERE gpu_index IS NOT NULL AND pci_bus_id IS NOT NULL) AS g
+              GROUP BY host, pci_bus_id, gpu_index),
+slot AS (  -- the index telemetry gives the PCI id most often (the mode; the least on a tie)
+    SELECT host, pci_bus_id, gpu_index FROM (
+        SELECT *, row_number() OVER (PARTITION BY host, pci_bus_id ORDER BY n DESC, gpu_index) AS rn
+        FROM slot_days) AS ranked
+    WHERE rn = 1
+),
 inv AS (
-    SELECT e.event_id, i.serial, row_number() OVER (PARTITION BY e.event_id ORDER BY i.installed_at DESC NULLS LAST) AS rn
-    FROM e JOIN slot s ON s.host = host_key(e.host) AND s.pci_bus_id = e.pci_bus_id
-           JOIN inventory i ON host_key(i.host) = host_key(e.host) AND i.slot = s.gpu_index
+    SELECT e.event_id, i.serial, row_number() OVER (
+        PARTITION BY e.event_id ORDER BY i.installed_at DESC NULLS LAST, i.serial) AS rn
+    FROM e JOIN slot s ON s.host = {host_key_sql('e.host')} AND s.pci_bus_id = e.pci_bus_id
+           JOIN inventory i ON {host_key_sql('i.host')} = {host_key_sql('e.host')} AND i.slot = s.gpu_index
     WHERE (e.ts IS NULL AND i.removed_at IS NULL)
        OR (e.ts IS NOT NULL AND (i.installed_at IS NULL OR i.installed_at <= e.ts)
            AND (i.removed_at IS NULL OR i.removed_at > e.ts))
@@ -144,10 +174,6 @@ LEFT JOIN _xid_catalog c ON c.kind = l.kind AND l.xid BETWEEN c.code_lo AND c.co
 """
 
 
-#: ``host_key(h)`` in the linking SQL (:mod:`pipeline.vocab.hosts`): ``node-018`` is ``NODE-018.cluster.local``.
-_HOST_KEY_MACRO = "CREATE OR REPLACE TEMP MACRO host_key(h) AS " + host_key_sql("h")
-
-
 def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
     """De-duplicate parsed events held in a frame (``parse xid``, no warehouse needed).
 
@@ -156,20 +182,22 @@ def dedupe_frames(raw: pl.DataFrame) -> pl.DataFrame:
     engine = DuckDBEngine()  # in memory
     try:
         engine.register("xid_raw_frame", raw)
-        return engine.pl(_DEDUPE.format(raw="xid_raw_frame") + " ORDER BY host, ts NULLS LAST, first_seen",
+        return engine.pl(dedupe_sql("xid_raw_frame", engine.dialect) + " ORDER BY host, ts NULLS LAST, first_seen",
                          step="parse xid: de-duplicate events")
     finally:
         engine.con.close()
 
 
-def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
+def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None, engine=None) -> int:
     """Rebuild ``xid_events`` from ``xid_raw``, ``kernel_segments`` (each host's boots:
     uptime-only lines dated from any file, :mod:`pipeline.ingest.kernel.boots`), ``gpu_map``,
-    ``gpu_days`` and ``inventory``. ``boot_times``: host key -> configured boot (naive UTC).
+    ``gpu_days`` and ``inventory``, its SQL run on ``engine`` (default: the warehouse's; the
+    dating is polars on this machine either way). ``boot_times``: host key -> configured boot
+    (naive UTC).
 
     Returns the number of events.
     """
-    engine = wh.engine
+    engine = engine or wh.engine
     cat = load_catalog().drop("causes")
     segs = engine.pl("SELECT * FROM kernel_segments", step="xid: boots in files")
     dated = date_events(engine.pl("SELECT * FROM xid_raw", step="xid: raw events"), segs, boot_times)
@@ -179,22 +207,21 @@ def derive_xid_events(wh, boot_times: dict[str, datetime] | None = None) -> int:
     for name, frame in frames.items():
         engine.register(name, frame)
     try:
-        with wh.transaction():
-            engine.execute(_HOST_KEY_MACRO, step="xid: host_key macro")
-            engine.create_table("_xid_dedup", _DEDUPE.format(raw="_xid_dated"), step="xid: de-duplicate events")
-            engine.execute("DELETE FROM xid_events", step="xid: clear xid_events")
-            engine.execute("INSERT INTO xid_events BY NAME " + _LINK, step="xid: link events to GPUs")
-            engine.execute("DROP TABLE _xid_dedup", step="xid: drop temp")
+        engine.create_table("_xid_dedup", dedupe_sql("_xid_dated", engine.dialect), step="xid: de-duplicate events")
+        try:
+            return wh.rebuild("xid_events", link_sql(engine.dialect), engine=engine, step="xid: link events to GPUs")
+        finally:
+            engine.execute(engine.dialect.drop_temp("_xid_dedup"), step="xid: drop temp")
     finally:
         for name in frames:
             engine.unregister(name)
-    return engine.scalar("SELECT count(*) FROM xid_events", step="xid: count")
 
 
 def derive(ctx) -> int:
     """After the xid stage (``pipeline.run`` calls it): ``xid_events`` from what the stage
-    loaded, with the configured boot times (``kernel.boot_times``, read in each host's zone).
-    Returns the number of events."""
+    loaded, with the configured boot times (``kernel.boot_times``, read in each host's zone),
+    on the configured engine (:meth:`pipeline.run.RunContext.engine_for`). Returns the
+    number of events."""
     from pipeline.ingest.kernel.stage import configured_boots
 
-    return derive_xid_events(ctx.wh, configured_boots(ctx))
+    return derive_xid_events(ctx.wh, configured_boots(ctx), ctx.engine_for(INPUTS))

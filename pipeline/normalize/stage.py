@@ -126,12 +126,16 @@ def swapped_gpu(tickets: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def recode(wh, cfg: Config, notes: list[str] | None = None) -> tuple[int, int]:
+def recode(wh, cfg: Config, notes: list[str] | None = None, engine=None) -> tuple[int, int]:
     """Rebuild ``tickets_coded`` from ``tickets_raw`` and the review answers; returns (tickets, to review).
 
-    What the learned layer did is appended to ``notes`` when given.
+    The latest versions are picked on ``engine`` (default: the warehouse's; the stage passes
+    the configured one). What the learned layer did is appended to ``notes`` when given.
     """
-    rows = wh.engine.pl(latest_sql(), step="latest ticket versions")
+    engine = engine or wh.engine
+    # in a fixed order, whichever engine picked them (the coding reads them in this order)
+    rows = engine.pl(latest_sql(dialect=engine.dialect) + " ORDER BY service_point, ticket_id",
+                     step="latest ticket versions")
     tickets = to_tickets(rows)
     filled = None
     if tickets.height:
@@ -186,7 +190,7 @@ def stored_learned_layer(cfg: Config, wh_path, tickets: pl.DataFrame) -> pl.Data
 def run(ctx) -> None:
     """Stage ``normalize``: recode every ticket's latest version into ``tickets_coded``."""
     notes: list[str] = []
-    n, pending = recode(ctx.wh, ctx.cfg, notes)
+    n, pending = recode(ctx.wh, ctx.cfg, notes, ctx.engine_for(("tickets_raw",)))
     ctx.report("normalize").rows_out = n
     if pending:
         ctx.note("normalize", f"{pending} of {n} tickets await review (`fleetfault review export -o review.xlsx`)")

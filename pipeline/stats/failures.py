@@ -53,10 +53,15 @@ def derive_failures(engine: Engine, cfg: Stats) -> str:
 TABLE = "failures"
 
 
-def build_failures(wh, cfg: Stats) -> int:
-    """Rebuild the ``failures`` table from the warehouse's ``tickets``; returns its rows."""
-    frame = wh.engine.arrow(failures_sql(cfg.failure_parts, cfg.failure_actions) + "ORDER BY failed_at, serial",
-                            step="failures from tickets")
+#: The table :func:`failures_sql` reads (what the Spark engine is handed).
+INPUTS = ("tickets",)
+
+
+def build_failures(wh, cfg: Stats, engine: Engine | None = None) -> int:
+    """Rebuild the ``failures`` table from the warehouse's ``tickets``, the SQL run on
+    ``engine`` (default: the warehouse's); returns its rows."""
+    frame = (engine or wh.engine).arrow(failures_sql(cfg.failure_parts, cfg.failure_actions)
+                                        + "ORDER BY failed_at, serial", step="failures from tickets")
     with wh.transaction():
         wh.replace(TABLE, frame)
     return frame.num_rows

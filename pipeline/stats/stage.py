@@ -23,7 +23,7 @@ import polars as pl
 from pipeline.stats import rates
 from pipeline.stats import modes
 from pipeline.stats.comparisons import compare_groups, single_models
-from pipeline.stats.failures import TABLE as FAILURES, build_failures
+from pipeline.stats.failures import INPUTS as FAILURES_INPUTS, TABLE as FAILURES, build_failures
 from pipeline.stats.sources import from_warehouse
 from pipeline.stats.kaplan_meier import survival_table
 from pipeline.stats.weibull_fit import weibull_table
@@ -123,7 +123,8 @@ def run(ctx) -> None:
     ``OUT/metrics/stats.json``."""
     scfg = ctx.cfg.stats
     with ctx.wh.transaction():
-        n_failures = build_failures(ctx.wh, scfg)  # in the warehouse: the Spark engine then reads it as an input
+        # in the warehouse first: the Spark engine then reads it as an input
+        n_failures = build_failures(ctx.wh, scfg, ctx.engine_for(FAILURES_INPUTS))
         tables, metrics = compute(ctx.engine_for(INPUTS), scfg)
         for name, frame in tables.items():
             ctx.wh.replace(name, frame)

@@ -10,17 +10,27 @@ derivation after the stage, so loading stays per file and idempotent.
 
 from __future__ import annotations
 
+from pipeline.engine.dialect import Dialect
 from pipeline.vocab.hosts import host_key_sql
-from pipeline.vocab.sql import ident
 
-GPU_DAYS_SQL = f"""
+#: The tables :func:`gpu_days_sql` reads (what the Spark engine is handed).
+INPUTS = ("inventory", "smi_hourly")
+
+
+def gpu_days_sql(d: Dialect) -> str:
+    """The SELECT giving ``gpu_days``' rows, in the SQL of dialect ``d`` (DuckDB or Spark).
+
+    Where several rows qualify (two inventory rows for a slot at a time), the least serial
+    is taken, so that both engines pick the same one.
+    """
+    return f"""
 WITH inv AS (
   SELECT {host_key_sql('host')} AS host_k, slot, serial, installed_at, removed_at FROM inventory
 ),
 h AS (
   SELECT s.*,
     coalesce(s.serial, (
-      SELECT any_value(i.serial) FROM inv i
+      SELECT min(i.serial) FROM inv i
       WHERE i.host_k = {host_key_sql('s.host')} AND i.slot = s.gpu_index
         AND (i.installed_at IS NULL OR i.installed_at <= s.ts_last)
         AND (i.removed_at IS NULL OR i.removed_at > s.ts_first)
@@ -45,17 +55,17 @@ d AS (
       WHEN ecc_uncorrected_first >= prev_u THEN ecc_uncorrected_first - prev_u ELSE ecc_uncorrected_first END AS u_delta,
     pcie_replay_delta + CASE WHEN prev_r IS NULL OR pcie_replay_first IS NULL THEN 0
       WHEN pcie_replay_first >= prev_r THEN pcie_replay_first - prev_r ELSE pcie_replay_first END AS r_delta,
-    epoch(ts_last - ts_first) AS span_s,
+    {d.seconds_between('ts_first', 'ts_last')} AS span_s,
     -- the GPU's usual time between samples, for logs sampled less than twice an hour (the
     -- gap before each hour's first sample; overlapping files give none)
-    median(CASE WHEN ts_first > prev_ts THEN epoch(ts_first - prev_ts) END) OVER (PARTITION BY gpu_key) AS gpu_gap_s
+    median(CASE WHEN ts_first > prev_ts THEN {d.seconds_between('prev_ts', 'ts_first')} END) OVER (PARTITION BY gpu_key) AS gpu_gap_s
   FROM steps
 ),
 g AS (
   SELECT gpu_key, CAST(hour AS DATE) AS day,
-    arg_max(serial_linked, ts_last) AS serial, arg_max(uuid, ts_last) AS uuid, arg_max(host, ts_last) AS host,
-    arg_max(pci_bus_id, ts_last) AS pci_bus_id, arg_max(gpu_index, ts_last) AS gpu_index, arg_max(name, ts_last) AS name,
-    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows, any_value(gpu_gap_s) AS gpu_gap_s,
+    {d.arg_max('serial_linked', 'ts_last')} AS serial, {d.arg_max('uuid', 'ts_last')} AS uuid, {d.arg_max('host', 'ts_last')} AS host,
+    {d.arg_max('pci_bus_id', 'ts_last')} AS pci_bus_id, {d.arg_max('gpu_index', 'ts_last')} AS gpu_index, {d.arg_max('name', 'ts_last')} AS name,
+    sum(samples) AS samples, sum(span_s) AS span_s, count(*) AS nrows, max(gpu_gap_s) AS gpu_gap_s,
     min(temp_min) AS temp_min, sum(temp_sum) / nullif(sum(temp_n), 0) AS temp_mean,
     sum(temp_sumsq) / nullif(sum(temp_n), 0) AS temp_meansq, max(temp_max) AS temp_max,
     max(mem_temp_max) AS mem_temp_max,
@@ -97,14 +107,13 @@ FROM g
 
 
 def derive(ctx) -> int:
-    """After the smi stage (``pipeline.run`` calls it): :func:`derive_gpu_days`."""
-    return derive_gpu_days(ctx.wh)
+    """After the smi stage (``pipeline.run`` calls it): :func:`derive_gpu_days` on the
+    configured engine (:meth:`pipeline.run.RunContext.engine_for`)."""
+    return derive_gpu_days(ctx.wh, ctx.engine_for(INPUTS))
 
 
-def derive_gpu_days(wh) -> int:
-    """Rebuild ``gpu_days`` from every row of ``smi_hourly``; returns its row count."""
-    cols = ", ".join(ident(c) for c in wh.schemas["gpu_days"].names)
-    with wh.transaction():
-        wh.engine.execute("DELETE FROM gpu_days", step="clear gpu_days")
-        wh.engine.execute(f"INSERT INTO gpu_days ({cols}) SELECT {cols} FROM ({GPU_DAYS_SQL})", step="gpu_days")
-    return wh.engine.scalar("SELECT count(*) FROM gpu_days", step="gpu_days rows")
+def derive_gpu_days(wh, engine=None) -> int:
+    """Rebuild ``gpu_days`` from every row of ``smi_hourly``, its SQL run on ``engine``
+    (default: the warehouse's); returns its row count."""
+    engine = engine or wh.engine
+    return wh.rebuild("gpu_days", gpu_days_sql(engine.dialect), engine=engine, step="gpu_days")

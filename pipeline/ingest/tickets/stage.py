@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.config import Config, ServicePoint
+from pipeline.engine.dialect import Dialect
 from pipeline.ingest.tickets.columns import (
     TEXT_FIELDS, cell_text, clean_serial, clean_slot, header_zone, infer_dayfirst, map_columns, parse_when,
 )
@@ -322,17 +323,19 @@ def known_assets(wh) -> Known | None:
     return Known.of((h for h, _ in rows), (s for _, s in rows)) if rows else None
 
 
-def latest_sql(table: str = "tickets_raw") -> str:
+def latest_sql(table: str = "tickets_raw", dialect: Dialect | None = None) -> str:
     """SQL for the latest version of each (service point, ticket): overlapping dumps repeat a
     ticket with its status moved on. Latest = newest ``updated_at``, then the dump holding
     the newest dates (a dump is at least as new as every date in it), then the file name
-    (dumps are named by date), then the later line."""
+    (dumps are named by date), then the later line. In the SQL of ``dialect`` (default
+    DuckDB's; Spark's quotes names otherwise)."""
+    name = (dialect or Dialect()).quote(table)
     return f"""
         WITH dumps AS (
             SELECT file_id, max(greatest(coalesce(updated_at, opened_at), coalesce(closed_at, opened_at))) AS dump_at
-            FROM "{table}" GROUP BY file_id
+            FROM {name} GROUP BY file_id
         )
-        SELECT r.* FROM "{table}" r LEFT JOIN dumps d USING (file_id)
+        SELECT r.* FROM {name} r LEFT JOIN dumps d ON d.file_id = r.file_id  -- (USING: Spark puts file_id first in r.*)
         QUALIFY row_number() OVER (
             PARTITION BY r.service_point, r.ticket_id
             ORDER BY r.updated_at DESC NULLS LAST, d.dump_at DESC NULLS LAST, r.source_file DESC,
