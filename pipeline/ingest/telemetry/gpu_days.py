@@ -27,15 +27,22 @@ def gpu_days_sql(d: Dialect) -> str:
 WITH inv AS (
   SELECT {host_key_sql('host')} AS host_k, slot, serial, installed_at, removed_at FROM inventory
 ),
+s AS (SELECT *, {host_key_sql('host')} AS host_k FROM smi_hourly),
+-- the inventory serial of rows without one: the GPU in the host's slot at the row's time
+-- (a join on host and slot, not a subquery per row: Spark would pair every distinct time
+-- with every inventory row)
+slot_at AS (
+  SELECT t.host_k, t.gpu_index, t.ts_first, t.ts_last, min(i.serial) AS serial
+  FROM (SELECT DISTINCT host_k, gpu_index, ts_first, ts_last FROM s WHERE serial IS NULL) AS t
+  JOIN inv i ON i.host_k = t.host_k AND i.slot = t.gpu_index
+   AND (i.installed_at IS NULL OR i.installed_at <= t.ts_last)
+   AND (i.removed_at IS NULL OR i.removed_at > t.ts_first)
+  GROUP BY t.host_k, t.gpu_index, t.ts_first, t.ts_last
+),
 h AS (
-  SELECT s.*,
-    coalesce(s.serial, (
-      SELECT min(i.serial) FROM inv i
-      WHERE i.host_k = {host_key_sql('s.host')} AND i.slot = s.gpu_index
-        AND (i.installed_at IS NULL OR i.installed_at <= s.ts_last)
-        AND (i.removed_at IS NULL OR i.removed_at > s.ts_first)
-    )) AS serial_linked
-  FROM smi_hourly s
+  SELECT s.*, coalesce(s.serial, a.serial) AS serial_linked
+  FROM s LEFT JOIN slot_at a ON a.host_k = s.host_k AND a.gpu_index = s.gpu_index
+   AND a.ts_first IS NOT DISTINCT FROM s.ts_first AND a.ts_last IS NOT DISTINCT FROM s.ts_last
 ),
 k AS (
   SELECT *, coalesce(serial_linked, 'uuid:' || uuid, 'bus:' || host || '/' || coalesce(pci_bus_id, 'index' || gpu_index)) AS gpu_key
