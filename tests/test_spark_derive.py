@@ -4,8 +4,8 @@
 
 The night runs on DuckDB, then again on Spark over a copy of that warehouse (a rerun: the
 ingest finds every file known, the derived tables are rebuilt on Spark), once, in a module
-fixture; the tests only compare. Shares the one local[2] session of the ``spark`` fixture, on the ``spark``
-xdist worker.
+fixture; the tests only compare. Shares the one local[2] session of the ``spark`` fixture,
+on the ``spark`` xdist worker.
 """
 
 from __future__ import annotations
