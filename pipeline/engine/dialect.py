@@ -61,6 +61,10 @@ class Dialect:
         return (f"CROSS JOIN LATERAL (SELECT CAST(g.d AS DATE) AS {column} FROM generate_series("
                 f"CAST({start} AS TIMESTAMP), CAST({end} AS TIMESTAMP), INTERVAL 1 DAY) AS g(d)) AS days_{column}")
 
+    def seconds_between(self, start: str, end: str) -> str:
+        """Whole seconds from the TIMESTAMP ``start`` to ``end``, as an integer."""
+        return f"date_diff('second', {start}, {end})"
+
     def last_non_null(self, expr: str) -> str:
         """``last_value`` skipping nulls, for a window (``OVER`` follows)."""
         return f"last_value({expr} IGNORE NULLS)"
@@ -106,6 +110,9 @@ class SparkDialect(Dialect):
         # sequence() counts down when end < start (and fails with a step): no days instead.
         return (f"LATERAL VIEW explode(IF({end} >= {start}, sequence(CAST({start} AS DATE), CAST({end} AS DATE)), "
                 f"NULL)) days_{column} AS {column}")
+
+    def seconds_between(self, start: str, end: str) -> str:
+        return f"timestampdiff(SECOND, {start}, {end})"
 
     def last_non_null(self, expr: str) -> str:
         return f"last_value({expr}, true)"
