@@ -109,9 +109,11 @@ def assert_same_outputs(folders: dict[str, Path]) -> None:
         assert len(rows) == len(other), f"report sheet {sheet}: {len(rows)} rows on DuckDB, {len(other)} on Spark"
         for i, (r, s) in enumerate(zip(rows, other)):
             assert len(r) == len(s) and all(map(_same_value, r, s)), f"report sheet {sheet}, row {i}: {r} != {s}"
-    prom = [[line for line in (f / "out" / "fleetfault.prom").read_text().splitlines()
-             if not line.startswith("fleetfault_export_timestamp_seconds ")] for f in (ours, theirs)]
-    assert prom[0] == prom[1]
+    proms = [[line.rpartition(" ") for line in (f / "out" / "fleetfault.prom").read_text().splitlines()
+              if not line.startswith(("#", "fleetfault_export_timestamp_seconds "))] for f in (ours, theirs)]
+    assert len(proms[0]) == len(proms[1]) > 0
+    for (series, _, a), (other, _, b) in zip(*proms):
+        assert series == other and float(a) == pytest.approx(float(b), rel=1e-9), f"{series} {a} != {other} {b}"
 
 
 @pytest.mark.slow
