@@ -71,6 +71,26 @@ class Dialect:
     def drop_temp(self, name: str) -> str:
         """Drop what :meth:`create_temp` made."""
         return f"DROP TABLE IF EXISTS {name}"
+    def day_diff(self, start: str, end: str) -> str:
+        """Whole days from the DATE ``start`` to the DATE ``end`` (negative when ``end`` is earlier)."""
+        return f"datediff('day', {start}, {end})"
+
+    def explode_days(self, start: str, end: str, column: str) -> str:
+        """A FROM-clause fragment (after a relation) that repeats each row once per day from
+        the DATE ``start`` through the DATE ``end``, the day in column ``column`` (a DATE);
+        no row when ``end`` is before ``start``."""
+        return (f"CROSS JOIN LATERAL (SELECT CAST(g.d AS DATE) AS {column} FROM generate_series("
+                f"CAST({start} AS TIMESTAMP), CAST({end} AS TIMESTAMP), INTERVAL 1 DAY) AS g(d)) AS days_{column}")
+
+
+    def last_non_null(self, expr: str) -> str:
+        """``last_value`` skipping nulls, for a window (``OVER`` follows)."""
+        return f"last_value({expr} IGNORE NULLS)"
+
+    def regr_slope(self, y: str, x: str, window: str) -> str:
+        """``regr_slope(y, x) OVER window``: NULL without a non-null pair, NaN when every
+        ``x`` is the same (DuckDB's answers, which the models were trained on)."""
+        return f"regr_slope({y}, {x}) OVER {window}"
 
 
 class DuckDBDialect(Dialect):
@@ -117,6 +137,22 @@ class SparkDialect(Dialect):
 
     def drop_temp(self, name: str) -> str:
         return f"DROP VIEW IF EXISTS {name}"
+    def day_diff(self, start: str, end: str) -> str:
+        return f"datediff({end}, {start})"
+
+    def explode_days(self, start: str, end: str, column: str) -> str:
+        # sequence() counts down when end < start (and fails with a step): no days instead.
+        return (f"LATERAL VIEW explode(IF({end} >= {start}, sequence(CAST({start} AS DATE), CAST({end} AS DATE)), "
+                f"NULL)) days_{column} AS {column}")
+
+
+    def last_non_null(self, expr: str) -> str:
+        return f"last_value({expr}, true)"
+
+    def regr_slope(self, y: str, x: str, window: str) -> str:
+        # Spark answers NULL where every x is the same; DuckDB NaN.
+        return (f"CASE WHEN regr_count({y}, {x}) OVER {window} > 0 THEN "
+                f"coalesce(regr_slope({y}, {x}) OVER {window}, CAST('NaN' AS DOUBLE)) END")
 
 
 def _step(unit: str) -> str:

@@ -19,6 +19,7 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 from pipeline.config import Config
+from pipeline.engine import Dialect, DuckDBDialect, Engine
 from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
@@ -26,6 +27,9 @@ from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
+
+#: The warehouse tables the feature query reads (handed to the engine it runs on).
+INPUTS: tuple[str, ...] = ("inventory", "gpu_days", "xid_events", "tickets", "failures", "inventory_observed")
 
 #: Xid codes counted one by one (the rest count only through their severity class):
 #: hardware (48 DBE, 63/64 row remap, 74 NVLink, 79 fell off the bus, 92 high SBE rate,
@@ -84,13 +88,16 @@ def _win(n: int) -> str:
     return f"(PARTITION BY serial ORDER BY day ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
 
 
-def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (), *, start: date, end: date) -> str:
+def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (), *, start: date, end: date,
+                 dialect: Dialect | None = None) -> str:
     """The feature query over the days ``start`` to ``end`` (inclusive).
 
     ``failures`` is a SQL relation with ``serial, failed_at`` (see
     :func:`pipeline.predict.labels.failure_events_sql`); ``lost_columns`` the ``gpu_days``
-    columns counting failing-GPU marker samples (none: the count is 0).
+    columns counting failing-GPU marker samples (none: the count is 0). ``dialect``: the
+    engine's (default DuckDB's); the rest of the query is SQL both engines read alike.
     """
+    d = dialect or DuckDBDialect()
     w1, w7, w30 = _win(1), _win(7), _win(30)
     # The GPU's own normal: the 30 days before the last 7, so a slow precursor (ECC
     # climbing, a temperature creep over weeks) is not averaged into its own baseline.
@@ -109,7 +116,11 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (),
         f"CAST(sum(coalesce(c_{k}, 0)) OVER {w} AS DOUBLE) AS xc_{k}_{n}d"
         for k in XID_CLASSES for n, w in ((1, w1), (7, w7), (30, w30))
     )
-    lost = " + ".join(f'coalesce("{c}", 0)' for c in lost_columns) or "0"
+    lost = " + ".join(f"coalesce({d.quote(c)}, 0)" for c in lost_columns) or "0"
+    # Counts over a window as sums of 0/1: Spark has no FILTER on window aggregates.
+    hd = "(PARTITION BY host, day)"  # inline: Spark misreads a named window followed by an operator
+    narrow = "CASE WHEN pcie_min_1d < pcie_full THEN 1 ELSE 0 END"
+    marked = "CASE WHEN lost_markers > 0 THEN 1 ELSE 0 END"
     return f"""
 WITH bounds AS (SELECT CAST({literal(start)} AS DATE) AS d0, CAST({literal(end)} AS DATE) AS d1,
                        CAST({int(cfg.predict.horizon_days)} AS INTEGER) AS h),
@@ -118,22 +129,22 @@ fails AS (
 ),
 first_fail AS (SELECT serial, min(fday) AS fday FROM fails GROUP BY serial),
 inv AS (
-  SELECT DISTINCT ON (i.serial)
-    i.serial, i.model, i.vendor, i.host, i.slot, i.site, i.batch,
-    CAST(i.installed_at AS DATE) AS inst, CAST(i.removed_at AS DATE) AS rem, f.fday AS first_fday
-  FROM inventory i LEFT JOIN first_fail f USING (serial)
-  ORDER BY i.serial, i.installed_at DESC NULLS LAST
+  SELECT serial, model, vendor, host, slot, site, batch, inst, rem, first_fday FROM (
+    SELECT i.serial, i.model, i.vendor, i.host, i.slot, i.site, i.batch,
+      CAST(i.installed_at AS DATE) AS inst, CAST(i.removed_at AS DATE) AS rem, f.fday AS first_fday,
+      row_number() OVER (PARTITION BY i.serial ORDER BY i.installed_at DESC NULLS LAST) AS latest
+    FROM inventory i LEFT JOIN first_fail f ON f.serial = i.serial
+  ) WHERE latest = 1
 ),
 grid AS (
-  SELECT inv.*, CAST(g.d AS DATE) AS day
-  FROM inv, bounds,
-  LATERAL generate_series(
-    CAST(greatest(coalesce(inv.inst, bounds.d0), bounds.d0) AS TIMESTAMP),
-    CAST(least(coalesce(inv.rem - 1, bounds.d1), coalesce(inv.first_fday - 1, bounds.d1), bounds.d1) AS TIMESTAMP),
-    INTERVAL 1 DAY) AS g(d)
+  SELECT inv.*, grid_day AS day
+  FROM inv CROSS JOIN bounds
+  {d.explode_days("greatest(coalesce(inv.inst, bounds.d0), bounds.d0)",
+                  "least(coalesce(inv.rem - 1, bounds.d1), coalesce(inv.first_fday - 1, bounds.d1), bounds.d1)",
+                  "grid_day")}
 ),
 tele AS (
-  SELECT serial, day,
+  SELECT serial AS t_serial, day AS t_day,
     avg(temp_mean) AS temp_mean, max(temp_max) AS temp_max, avg(power_mean) AS power_mean,
     avg(util_mean) AS util_mean, avg(sm_clock_mean) AS sm_clock, avg(fan_mean) AS fan_mean,
     avg(throttle_thermal_share) AS thr_thermal, avg(throttle_hw_slowdown_share) AS thr_hw,
@@ -142,11 +153,11 @@ tele AS (
     max(retired_pages_max) AS retired, max(remapped_rows_pending_max) AS remap_p,
     max(remapped_rows_failed_max) AS remap_f, max(remapped_rows_uncorrectable_max) AS remap_u,
     min(pcie_width_min) AS pcie_min, max(pcie_width_max_reported) AS pcie_max, sum(pcie_replay_delta) AS pcie_replay,
-    arg_max(pci_bus_id, samples) AS pci_bus_id, sum(samples) AS samples, sum({lost}) AS lost_markers
+    max_by(pci_bus_id, samples) AS pci_bus_id, sum(samples) AS samples, sum({lost}) AS lost_markers
   FROM gpu_days WHERE serial IS NOT NULL GROUP BY serial, day
 ),
 xd AS (
-  SELECT serial, CAST(ts AS DATE) AS day,
+  SELECT serial AS x_serial, CAST(ts AS DATE) AS x_day,
       count(*) FILTER (WHERE severity = 'critical') AS crit,
       count(*) FILTER (WHERE severity = 'warn') AS warn,
       count(*) FILTER (WHERE severity = 'app') AS app,
@@ -178,28 +189,28 @@ hf AS (
 ),
 base AS (
   SELECT g.serial, g.day, g.host, g.model, g.vendor, g.site, g.batch, g.slot, g.inst, g.first_fday,
-    t.* EXCLUDE (serial, day), x.* EXCLUDE (serial, day),
+    t.*, x.*,
     hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, hf.n AS host_fails,
-    datediff('day', DATE '1970-01-01', g.day) AS dn
+    {d.day_diff("DATE '1970-01-01'", "g.day")} AS dn
   FROM grid g
-  LEFT JOIN tele t ON t.serial = g.serial AND t.day = g.day
-  LEFT JOIN xd x ON x.serial = g.serial AND x.day = g.day
+  LEFT JOIN tele t ON t.t_serial = g.serial AND t.t_day = g.day
+  LEFT JOIN xd x ON x.x_serial = g.serial AND x.x_day = g.day
   LEFT JOIN hx ON hx.host = g.host AND hx.day = g.day
   LEFT JOIN tk ON tk.serial = g.serial AND tk.day = g.day
   LEFT JOIN hf ON hf.host = g.host AND hf.day = g.day
 ),
 roll AS (
   SELECT serial, day, host, model, vendor, site, batch, first_fday,
-    last_value(pci_bus_id IGNORE NULLS) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS pci_bus_id,
+    {d.last_non_null("pci_bus_id")} OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS pci_bus_id,
     CAST(slot AS DOUBLE) AS slot,
-    CAST(datediff('day', inst, day) AS DOUBLE) AS age_days,
+    CAST({d.day_diff("inst", "day")} AS DOUBLE) AS age_days,
     CAST(count(temp_mean) OVER {w7} AS DOUBLE) AS telemetry_days_7d,
     avg(temp_mean) OVER {w1} AS temp_mean_1d,
     avg(temp_mean) OVER {w7} AS temp_mean_7d,
     avg(temp_mean) OVER {w30} AS temp_mean_30d,
     max(temp_max) OVER {w7} AS temp_max_7d,
-    regr_slope(temp_mean, dn) OVER {w7} AS temp_slope_7d,
-    regr_slope(temp_mean, dn) OVER {w30} AS temp_slope_30d,
+    {d.regr_slope("temp_mean", "dn", w7)} AS temp_slope_7d,
+    {d.regr_slope("temp_mean", "dn", w30)} AS temp_slope_30d,
     avg(temp_mean) OVER {before} AS temp_mean_before,
     coalesce(samples, 0) / nullif(avg(samples) OVER {before}, 0) AS samples_vs_own_1d,
     avg(power_mean) OVER {w7} AS power_mean_7d,
@@ -212,7 +223,7 @@ roll AS (
     sum(coalesce(ecc_c, 0)) OVER {w1} AS ecc_corr_1d,
     sum(coalesce(ecc_c, 0)) OVER {w7} AS ecc_corr_7d,
     sum(coalesce(ecc_c, 0)) OVER {w30} AS ecc_corr_30d,
-    regr_slope(coalesce(ecc_c, 0), dn) OVER {w7} AS ecc_corr_slope_7d,
+    {d.regr_slope("coalesce(ecc_c, 0)", "dn", w7)} AS ecc_corr_slope_7d,
     sum(coalesce(ecc_c, 0)) OVER {before} AS ecc_corr_before,
     sum(coalesce(ecc_u, 0)) OVER {w7} AS ecc_uncorr_7d,
     sum(coalesce(ecc_u, 0)) OVER {w30} AS ecc_uncorr_30d,
@@ -248,8 +259,8 @@ roll AS (
     CAST(sum(coalesce(lost_markers, 0)) OVER {w7} AS DOUBLE) AS lost_markers_7d,
     -- Days, not samples: a logger sampling every 10 s writes 360 marked samples for an
     -- hour a logger sampling hourly marks once.
-    CAST(count(*) FILTER (WHERE lost_markers > 0) OVER {w1} AS DOUBLE) AS lost_marker_days_1d,
-    CAST(count(*) FILTER (WHERE lost_markers > 0) OVER {w7} AS DOUBLE) AS lost_marker_days_7d,
+    CAST(sum({marked}) OVER {w1} AS DOUBLE) AS lost_marker_days_1d,
+    CAST(sum({marked}) OVER {w7} AS DOUBLE) AS lost_marker_days_7d,
     {xid_roll},
     {cls_roll}
   FROM base
@@ -258,18 +269,17 @@ fleet AS (
   SELECT *,
     -- Days on a narrowed link: a riser or a transient narrows it for a day or two, a
     -- failing GPU's link stays narrow until it is swapped.
-    count(*) FILTER (WHERE pcie_min_1d < pcie_full) OVER {w7} AS pcie_narrow_days_7d,
-    count(*) FILTER (WHERE pcie_min_1d < pcie_full) OVER {w30} AS pcie_narrow_days_30d,
+    sum({narrow}) OVER {w7} AS pcie_narrow_days_7d,
+    sum({narrow}) OVER {w30} AS pcie_narrow_days_30d,
     -- Against the other GPUs of its host the same day: a fan, a dirty filter or a hot
     -- aisle heats the whole host, a failing GPU only itself.
-    temp_mean_1d - (sum(temp_mean_1d) OVER hd - temp_mean_1d) / nullif(count(temp_mean_1d) OVER hd - 1, 0) AS temp_vs_host_1d,
-    temp_mean_7d - (sum(temp_mean_7d) OVER hd - temp_mean_7d) / nullif(count(temp_mean_7d) OVER hd - 1, 0) AS temp_vs_host_7d,
-    temp_mean_7d - median(temp_mean_7d) OVER (PARTITION BY model, day) AS temp_vs_model_7d,
-    power_mean_7d - median(power_mean_7d) OVER (PARTITION BY model, day) AS power_vs_model_7d,
-    sm_clock_7d - median(sm_clock_7d) OVER (PARTITION BY model, day) AS sm_clock_vs_model_7d,
-    fan_mean_7d - median(fan_mean_7d) OVER (PARTITION BY model, day) AS fan_vs_model_7d
+    temp_mean_1d - (sum(temp_mean_1d) OVER {hd} - temp_mean_1d) / nullif(count(temp_mean_1d) OVER {hd} - 1, 0) AS temp_vs_host_1d,
+    temp_mean_7d - (sum(temp_mean_7d) OVER {hd} - temp_mean_7d) / nullif(count(temp_mean_7d) OVER {hd} - 1, 0) AS temp_vs_host_7d,
+    temp_mean_7d - {d.quantile("temp_mean_7d", 0.5)} OVER (PARTITION BY model, day) AS temp_vs_model_7d,
+    power_mean_7d - {d.quantile("power_mean_7d", 0.5)} OVER (PARTITION BY model, day) AS power_vs_model_7d,
+    sm_clock_7d - {d.quantile("sm_clock_7d", 0.5)} OVER (PARTITION BY model, day) AS sm_clock_vs_model_7d,
+    fan_mean_7d - {d.quantile("fan_mean_7d", 0.5)} OVER (PARTITION BY model, day) AS fan_vs_model_7d
   FROM roll
-  WINDOW hd AS (PARTITION BY host, day)
 )
 SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   slot, age_days, telemetry_days_7d,
@@ -281,8 +291,8 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   fan_mean_7d, fan_vs_model_7d,
   throttle_thermal_7d, throttle_hw_7d, power_brake_7d,
   ecc_corr_1d, ecc_corr_7d, ecc_corr_30d,
-  ecc_corr_7d / 7.0 - ecc_corr_30d / 30.0 AS ecc_corr_trend, ecc_corr_slope_7d,
-  ln(1 + greatest(ecc_corr_7d, 0) / 7.0) - ln(1 + greatest(coalesce(ecc_corr_before, 0), 0) / 30.0) AS ecc_corr_vs_own_before,
+  ecc_corr_7d / 7e0 - ecc_corr_30d / 30e0 AS ecc_corr_trend, ecc_corr_slope_7d,
+  ln(1 + greatest(ecc_corr_7d, 0) / 7e0) - ln(1 + greatest(coalesce(ecc_corr_before, 0), 0) / 30e0) AS ecc_corr_vs_own_before,
   ecc_uncorr_7d, ecc_uncorr_30d,
   retired_pages, retired_pages - coalesce(retired_before_7d, 0) AS retired_pages_delta_7d,
   retired_pages - coalesce(retired_before_30d, 0) AS retired_pages_delta_30d,
@@ -291,34 +301,35 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   CAST(pcie_narrow_days_7d AS DOUBLE) AS pcie_narrow_days_7d, CAST(pcie_narrow_days_30d AS DOUBLE) AS pcie_narrow_days_30d,
   pcie_replay_7d, pcie_replay_30d,
   xid_crit_1d, xid_crit_7d, xid_crit_30d, xid_warn_7d, xid_warn_30d, xid_app_7d, xid_all_30d,
-  CAST(coalesce(datediff('day', last_crit_day, day), 999) AS DOUBLE) AS days_since_crit_xid,
+  CAST(coalesce({d.day_diff("last_crit_day", "day")}, 999) AS DOUBLE) AS days_since_crit_xid,
   sxid_host_7d, sxid_host_30d,
   tickets_prior, reseats_prior,
-  CAST(coalesce(datediff('day', last_ticket_day, day), 999) AS DOUBLE) AS days_since_ticket,
+  CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_ticket,
   host_failures_30d,
   host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,
   avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
   {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
   {", ".join(CLASS_COUNTS)}, lost_markers_7d, lost_marker_days_1d, lost_marker_days_7d,
   CASE
-    WHEN first_fday IS NOT NULL AND first_fday - day <= (SELECT h FROM bounds) THEN true
+    WHEN first_fday IS NOT NULL AND {d.day_diff("day", "first_fday")} <= (SELECT h FROM bounds) THEN true
     WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL
     ELSE false
   END AS label,
-  CASE WHEN first_fday IS NOT NULL THEN datediff('day', day, first_fday) END AS days_to_failure
+  CASE WHEN first_fday IS NOT NULL THEN {d.day_diff("day", "first_fday")} END AS days_to_failure
 FROM fleet
 """
 
 
-def data_range(wh: Warehouse) -> tuple[date, date] | None:
+def data_range(wh: Warehouse, engine: Engine | None = None) -> tuple[date, date] | None:
     """First and last UTC day of telemetry or Xid data in the warehouse (None when empty).
 
     Days no clock could have written (before 2000, after tomorrow: a year-less syslog line
     given the wrong year) are left out, so one such event cannot move the ranking day.
+    ``engine``: where ``gpu_days`` and ``xid_events`` are read (default: the warehouse's).
     """
     latest = datetime.now(UTC).date() + timedelta(days=1)
     lo, hi = literal(PLAUSIBLE_FROM.date()), literal(latest)
-    row = wh.engine.rows(
+    row = (engine or wh.engine).rows(
         f"""SELECT min(d0), max(d1) FROM (
              SELECT min(day) AS d0, max(day) AS d1 FROM gpu_days WHERE day BETWEEN {lo} AND {hi}
              UNION ALL SELECT min(CAST(ts AS DATE)), max(CAST(ts AS DATE)) FROM xid_events
@@ -328,29 +339,41 @@ def data_range(wh: Warehouse) -> tuple[date, date] | None:
     return None if row[0] is None else (row[0], row[1])
 
 
-def lost_marker_columns(wh: Warehouse) -> tuple[str, ...]:
+def lost_marker_columns(wh: Warehouse, engine: Engine | None = None) -> tuple[str, ...]:
     """The ``gpu_days`` column that counts failing-GPU marker samples, where it exists."""
-    have = wh.engine.pl("SELECT * FROM gpu_days LIMIT 0", step="predict: gpu_days columns").columns
+    have = (engine or wh.engine).pl("SELECT * FROM gpu_days LIMIT 0", step="predict: gpu_days columns").columns
     return tuple(c for c in have if c == LOST_MARKER_COLUMN)
 
 
-def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None) -> int:
+def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None,
+                   engine: Engine | None = None) -> int:
     """Recompute the ``features`` table from the warehouse; returns its row count.
 
     ``start``/``end`` bound the day grid (default: the data's range). Recomputing the whole
     table is cheap (one scan per input) and keeps every row consistent with late data.
+    ``engine``: the engine the query runs on, seeing :data:`INPUTS` (default: the
+    warehouse's DuckDB); on another engine the rows are written back into the warehouse.
     """
-    rng = data_range(wh)
+    engine = engine or wh.engine
+    rng = data_range(wh, engine)
     if rng is None:
         with wh.transaction():
             wh.clear("features")
         return 0
     start, end = start or rng[0], end or rng[1]
-    sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh), start=start, end=end)
-    cols = ", ".join(f'"{c}"' for c in wh.schemas["features"].names)
-    with wh.transaction():
-        wh.clear("features")
-        wh.engine.execute(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})", step="predict: features")
+    sql = features_sql(cfg, failure_events_sql(wh, cfg), lost_marker_columns(wh, engine), start=start, end=end,
+                       dialect=engine.dialect)
+    names = wh.schemas["features"].names
+    if engine is wh.engine:
+        cols = ", ".join(f'"{c}"' for c in names)
+        with wh.transaction():
+            wh.clear("features")
+            wh.engine.execute(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})", step="predict: features")
+    else:
+        cols = ", ".join(engine.dialect.quote(c) for c in names)
+        rows = engine.arrow(f"SELECT {cols} FROM ({sql}) AS features", step="predict: features")
+        with wh.transaction():
+            wh.replace("features", rows)
     n = wh.engine.scalar("SELECT count(*) FROM features", step="predict: count features")
     log.info("features: %d GPU-days from %s to %s", n, start, end)
     return n

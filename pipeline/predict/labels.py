@@ -26,12 +26,13 @@ def failure_events_sql(wh: Warehouse, cfg: Config) -> str:
 def observed_swaps_sql(cfg: Config) -> str:
     """Replacements seen in telemetry (``serial, failed_at``), from the linking stage's
     ``inventory_observed`` (empty before telemetry has shown a swap)."""
-    window = float(cfg.link.replace_window_days)
+    # In seconds: DuckDB and Spark both read INTERVAL n SECOND (a fractional DAY count only DuckDB).
+    window = round(float(cfg.link.replace_window_days) * 86400)
     # A serial that stopped before the data's last day while another serial started in its
     # slot around then was swapped; one still reporting at the end was not.
     return f"""SELECT o.serial, CAST(o.last_seen AS TIMESTAMP) AS failed_at
       FROM inventory_observed o JOIN inventory_observed n
         ON n.host = o.host AND n.pci_bus_id = o.pci_bus_id AND n.serial <> o.serial
-       AND n.first_seen BETWEEN o.last_seen - INTERVAL 1 DAY AND o.last_seen + INTERVAL ({window}) DAY
+       AND n.first_seen BETWEEN o.last_seen - INTERVAL 1 DAY AND o.last_seen + INTERVAL {window} SECOND
       WHERE o.serial IN (SELECT serial FROM inventory)
         AND o.last_seen < (SELECT max(last_seen) FROM inventory_observed) - INTERVAL 1 DAY"""

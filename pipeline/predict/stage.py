@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.output import write_table
-from pipeline.predict.features import build_features, data_range
+from pipeline.predict.features import INPUTS, build_features, data_range
 from pipeline.predict.rank import CONTRACT, rank_gpus
 from pipeline.predict.track import track_record
 from pipeline.predict.train import train, write_placeholder
@@ -32,7 +32,9 @@ def run(ctx) -> None:
     """Stage: rebuild the features, retrain if configured, rank today's GPUs."""
     cfg, wh = ctx.cfg, ctx.wh
     rep = ctx.report("predict")
-    n = build_features(wh, cfg)
+    # The feature query runs on the configured engine (Spark: its inputs handed over, the
+    # rows written back); the models fit and rank on the features table in the warehouse.
+    n = build_features(wh, cfg, engine=ctx.engine_for(INPUTS))
     if n == 0:
         if data_range(wh) is None:
             ctx.note("predict", "no telemetry or Xid data yet: nothing to predict")

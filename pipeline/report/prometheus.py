@@ -45,7 +45,7 @@ def metric_families(wh: Warehouse) -> list[GaugeMetricFamily]:
                              labels=["serial", "host", "model"])
     rows = wh.engine.rows(
         "SELECT serial, host, model, pci_bus_id, horizon_days, risk, rank, as_of FROM predictions "
-        "WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank", step="prometheus: predictions")
+        "WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank, serial", step="prometheus: predictions")
     as_of = None
     for serial, host, model, bus, horizon, p, r, day in rows:
         risk.add_metric([serial, host or "", model or "", bus or "", str(horizon)], float(p))

@@ -19,7 +19,6 @@ from pipeline import stats as st
 from pipeline.config import Config
 from pipeline.stats.failures import TABLE as FAILURES
 from pipeline.stats.sources import from_warehouse
-from pipeline.vocab.sql import ident
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -33,12 +32,12 @@ def stats_table(wh: Warehouse, name: str) -> pl.DataFrame | None:
     """A statistics table as polars when it exists and has rows, else None."""
     if not has_rows(wh, name):
         return None
-    return wh.engine.pl(f"SELECT * FROM {ident(name)}", step=f"report: read {name}")
+    return wh.engine.pl(f"SELECT * FROM {wh.engine.dialect.quote(name)}", step=f"report: read {name}")
 
 
 def has_rows(wh: Warehouse, name: str) -> bool:
     """Whether a (statistics) table exists and holds rows."""
-    return wh.table_exists(name) and bool(wh.engine.scalar(f"SELECT count(*) FROM {ident(name)}",
+    return wh.table_exists(name) and bool(wh.engine.scalar(f"SELECT count(*) FROM {wh.engine.dialect.quote(name)}",
                                                            step=f"report: rows of {name}"))
 
 

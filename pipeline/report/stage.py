@@ -19,15 +19,39 @@ from pipeline.report.build import build_report
 from pipeline.report.prometheus import write_textfile
 from pipeline.warehouse import Warehouse
 
+#: The warehouse tables the report's SQL reads (with every ``stats_*`` table): handed to the
+#: engine it runs on.
+INPUTS: tuple[str, ...] = ("inventory", "gpu_days", "xid_events", "tickets", "failures", "predictions",
+                           "predict_track", "model_runs", "files", "quarantine", "inventory_stale")
+
+
+class OnEngine:
+    """The warehouse as the report reads it: everything the warehouse offers, its SQL run on
+    ``engine`` (where the run's ``[engine]`` is Spark, the report's tables are computed there
+    from the inputs handed over; the files it writes come out the same)."""
+
+    def __init__(self, wh: Warehouse, engine):
+        self._wh, self.engine = wh, engine
+
+    def __getattr__(self, name: str):
+        return getattr(self._wh, name)
+
+
+def report_inputs(wh: Warehouse) -> list[str]:
+    """:data:`INPUTS` and the statistics tables, those the warehouse holds."""
+    stats = sorted(n for n in wh.schemas if n.startswith("stats_"))
+    return [n for n in (*INPUTS, *stats) if wh.table_exists(n)]
+
+
 #: The contract's predicted-failure columns.
 PREDICT_COLUMNS = ["rank", "serial", "host", "pci_bus_id", "model", "risk", "horizon_days", "top_factors"]
 
 
 def prediction_list(wh: Warehouse) -> pl.DataFrame:
     """The latest predicted-failure list with the contract's columns (empty before a model ran)."""
-    cols = ", ".join(f'"{c}"' for c in PREDICT_COLUMNS)
+    cols = ", ".join(wh.engine.dialect.quote(c) for c in PREDICT_COLUMNS)
     return wh.engine.pl(
-        f"SELECT {cols} FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank",
+        f"SELECT {cols} FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions) ORDER BY rank, serial",
         step="report: prediction list",
     )
 
@@ -50,6 +74,8 @@ def write_outputs(wh: Warehouse, cfg: Config, out_dir: str | Path, data_dir: str
 
 def run(ctx) -> None:
     """Stage entry point (see :mod:`pipeline.run`)."""
-    paths = write_outputs(ctx.wh, ctx.cfg, ctx.out_dir, ctx.data_dir)
+    engine = ctx.engine_for(report_inputs(ctx.wh))
+    source = ctx.wh if engine is ctx.wh.engine else OnEngine(ctx.wh, engine)
+    paths = write_outputs(source, ctx.cfg, ctx.out_dir, ctx.data_dir)
     ctx.report("report").rows_out = len(paths)
     ctx.note("report", f"report in {paths['report']}, predicted failures in {paths['predictions_csv']}")

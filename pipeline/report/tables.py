@@ -130,9 +130,10 @@ def repair_times(wh: Warehouse) -> pl.DataFrame:
 
 def repair_hours(wh: Warehouse) -> pl.DataFrame:
     """Every ticket's repair time in hours (for the histogram)."""
+    hours = wh.engine.dialect.seconds_between("opened_at", "closed_at")
     return wh.engine.pl(
         "SELECT coalesce(part_code, '(uncoded)') AS part_code, "
-        "date_diff('second', opened_at, closed_at) / 3600.0 AS hours FROM tickets "
+        f"{hours} / 3600e0 AS hours FROM tickets "
         "WHERE opened_at IS NOT NULL AND closed_at IS NOT NULL AND closed_at >= opened_at",
         step="report: repair hours",
     )
@@ -144,7 +145,7 @@ def predictions(wh: Warehouse) -> pl.DataFrame:
         """
         SELECT rank, serial, host, pci_bus_id, model, risk, horizon_days, top_factors, as_of, model_version
         FROM predictions WHERE as_of = (SELECT max(as_of) FROM predictions)
-        ORDER BY rank
+        ORDER BY rank, serial
         """,
         step="report: predictions",
     )
@@ -166,8 +167,8 @@ def empty_files(wh: Warehouse, limit: int = 50) -> pl.DataFrame:
     return wh.engine.pl(
         "SELECT f.stage, f.path AS file, f.rows_read, f.rows_quarantined, "
         "coalesce(q.reason || ': ' || q.detail, 'no data rows') AS why "
-        "FROM files f LEFT JOIN (SELECT file_id, arg_min(reason, coalesce(line_no, 0)) AS reason, "
-        "arg_min(detail, coalesce(line_no, 0)) AS detail FROM quarantine GROUP BY file_id) q USING (file_id) "
+        "FROM files f LEFT JOIN (SELECT file_id, min_by(reason, coalesce(line_no, 0)) AS reason, "
+        "min_by(detail, coalesce(line_no, 0)) AS detail FROM quarantine GROUP BY file_id) q USING (file_id) "
         "WHERE f.rows_loaded = 0 AND (f.rows_quarantined > 0 OR f.stage <> 'xid') "
         f"ORDER BY f.stage, f.path LIMIT {int(limit)}",
         step="report: files without rows",
