@@ -181,7 +181,12 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     """
     import zlib
 
-    from pipeline.normalize.calibrate import cross_validate, fit, reliability, threshold_for
+    from pipeline.normalize.calibrate import (
+        cross_validate,
+        fit,
+        reliability,
+        threshold_for,
+    )
 
     recs = recs.with_columns(pl.struct("source", "ticket_id").map_elements(
         lambda r: zlib.crc32(f"{r['source']}/{r['ticket_id']}".encode()) % k, return_dtype=pl.Int64).alias("fold"))

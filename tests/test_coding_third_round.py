@@ -6,6 +6,8 @@ Cantonese) written for this test, not copied from the corpus.
 
 from __future__ import annotations
 
+# ruff: noqa: F811  (m, the rules-alone fixture, is imported from test_coding_guide)
+
 import polars as pl
 import pytest
 
@@ -13,17 +15,7 @@ from pipeline.errors import ConfigError
 from pipeline.normalize.canonical import canonical
 from pipeline.normalize.matcher import Matcher
 from pipeline.normalize.prior import UNDECIDED, doubt, fit
-
-
-@pytest.fixture(scope="module")
-def m() -> Matcher:
-    """The rules alone, coding what they are sure of."""
-    return Matcher.rules_only()
-
-
-def codes(m, part, symptom, action):
-    c = m.match_row(part, symptom, action)
-    return c.part_code, c.symptom_code, c.action_code
+from tests.test_coding_guide import codes, m  # noqa: F401  (m: the rules alone, a fixture)
 
 
 # -- a device outside the GPU's path has OTHER for its symptom (part_symptoms, rule 10) ----

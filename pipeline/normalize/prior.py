@@ -24,9 +24,9 @@ import logging
 import os
 import pickle
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ import polars as pl
 
 from pipeline.normalize.taxonomy import DIMENSIONS
 
-__all__ = ["Prior", "UNDECIDED", "default_examples_path", "doubt", "fit", "load_prior", "read_examples"]
+__all__ = ["UNDECIDED", "Prior", "default_examples_path", "doubt", "fit", "load_prior", "read_examples"]
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,8 @@ def load_prior(path: str | Path | None = None) -> Prior | None:
         try:
             with cached.open("rb") as fh:
                 return pickle.load(fh)
-        except Exception as exc:  # a truncated or foreign file: fit again
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError) as exc:
+            # a truncated file, or one written by other code: fit again
             log.warning("coding prior cache %s unreadable (%s); fitting again", cached, exc)
     log.info("fitting the coding prior on %s (once; cached in %s)", path, cached.parent)
     prior = fit(read_examples(path), canonical)
