@@ -6,8 +6,6 @@ Cantonese) written for this test, not copied from the corpus.
 
 from __future__ import annotations
 
-# ruff: noqa: F811  (m, the rules-alone fixture, is imported from test_coding_guide)
-
 import polars as pl
 import pytest
 
@@ -155,3 +153,5 @@ def test_a_reviewed_answer_is_not_second_guessed(tiny_prior):
 
     mm = Matcher(load_taxonomy(), 0.0, [("part", "the shiny box", "FAN")], Calibration(), prior=tiny_prior)
     assert mm.match_row("the shiny box", None, None).part_score == 100.0
+
+# ruff: noqa: F811  (m, the rules-alone fixture, is imported from test_coding_guide)
