@@ -373,10 +373,8 @@ def test_description_only_workbook_is_coded_by_the_real_matcher(cli, tmp_path):
     assert cli("normalize", f, "-o", out) == 0
     got = pl.read_csv(out, infer_schema=False).sort("ticket_id")
     codes = [(r["part_code"], r["symptom_code"], r["action_code"]) for r in got.iter_rows(named=True)]
-    # GD-2's action: the rules read the strongest done (cleaned), the second opinion
-    # (normalize.prior) reads 继续观察 (monitor): a person decides
-    assert codes == [("GPU", "FELL_OFF_BUS", "REPLACE"), ("FAN", "FAN_FAULT", None), ("GPU", "FELL_OFF_BUS", None)]
-    assert got["review"].to_list() == ["false", "true", "true"]
+    assert codes == [("GPU", "FELL_OFF_BUS", "REPLACE"), ("FAN", "FAN_FAULT", "CLEAN"), ("GPU", "FELL_OFF_BUS", None)]
+    assert got["review"].to_list() == ["false", "false", "true"]
     assert got["part_text"][0] == got["symptom_text"][0] == got["action_text"][0] == "GPU掉卡，更换显卡后恢复"
 
 

@@ -242,8 +242,11 @@ class Matcher:
         if self.prior is None or not triples:
             return [None] * len(triples)
         got = self.prior.predict({d: [t[i] for t in triples] for i, d in enumerate(DIMENSIONS)})
-        return [{d: (got[d][0][i], float(got[d][1][i]), float(got[d][2][i])) for d in DIMENSIONS}
-                for i in range(len(triples))]
+        # a description-only export puts one text in all three fields: a layout the prior was not
+        # fitted on (its examples have the fields apart), where its doubt measured nothing
+        return [None if t[0] == t[1] == t[2] else
+                {d: (got[d][0][i], float(got[d][1][i]), float(got[d][2][i])) for d in DIMENSIONS}
+                for i, t in enumerate(triples)]
 
     def _resolve(self, keys: tuple[str, str, str], get, ev, opinion: dict[str, tuple[str, float, float]] | None = None) -> Coded:
         picked, tags = decide(self.taxonomy, CONFIDENT, get, ev, keys)
