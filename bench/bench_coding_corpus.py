@@ -110,7 +110,7 @@ def records(rows: pl.DataFrame, gold: pl.DataFrame, source: str) -> pl.DataFrame
     from pipeline.normalize.matcher import Matcher
     from pipeline.normalize.taxonomy import load_taxonomy
 
-    raw = Matcher(load_taxonomy(), 0.0, calibration=Calibration())
+    raw = Matcher(load_taxonomy(), 0.0, calibration=Calibration(), raw=True)
     coded = code(rows, raw).join(gold, on=["service_point", "ticket_id"], suffix="_gold")
     out = [coded.filter(pl.col(f"{d}_code").is_not_null()).select(
         pl.lit(source).alias("source"), "ticket_id", pl.lit(d).alias("dimension"),
@@ -129,8 +129,50 @@ def _records_of(path: Path) -> pl.DataFrame:
     return records(rows, gold, path.name)
 
 
+def with_prior_doubt(recs: pl.DataFrame, corpus: Path, k: int) -> pl.DataFrame:
+    """Each record's raw score less the points the matcher's second opinion
+    (``pipeline/normalize/prior.py``) would take, that opinion fitted out of fold: on the
+    simulator's examples and the corpus tickets of the other ``k - 1`` folds, never on the
+    record's own ticket. The corpus files are the records' ``source`` files in ``corpus``."""
+    import zlib
+
+    from pipeline.normalize.canonical import canonical
+    from pipeline.normalize.prior import doubt, fit
+    from pipeline.normalize.taxonomy import load_taxonomy
+
+    pen = load_taxonomy().penalties
+    tickets = []
+    for name in sorted(recs["source"].unique()):
+        rows, gold = load(corpus / name)
+        t = rows.join(gold.select("service_point", "ticket_id", *[f"{d}_code" for d in DIMS]), on=["service_point", "ticket_id"])
+        tickets.append(t.select(pl.lit(name).alias("source"), "ticket_id",
+                                *[pl.col(c).cast(pl.Utf8).fill_null("") for c in
+                                  ("part_text", "symptom_text", "action_text", "part_code", "symptom_code", "action_code")]))
+    tickets = pl.concat(tickets).with_columns(pl.struct("source", "ticket_id").map_elements(
+        lambda r: zlib.crc32(f"{r['source']}/{r['ticket_id']}".encode()) % k, return_dtype=pl.Int64).alias("fold"))
+    sim = examples((), SIM_EXAMPLES)
+    opinions = []
+    for f in range(k):
+        train = pl.concat([tickets.filter(pl.col("fold") != f).select(sim.columns), sim])
+        prior = fit(train, canonical)
+        held = tickets.filter(pl.col("fold") == f)
+        got = prior.predict({d: [canonical(t) for t in held[f"{d}_text"].to_list()] for d in DIMS})
+        for d in DIMS:
+            opinions.append(held.select("source", "ticket_id").with_columns(
+                pl.lit(d).alias("dimension"), pl.Series("prior_code", list(got[d][0]), dtype=pl.Utf8),
+                pl.Series("prior_p", got[d][1].astype(float)), pl.Series("prior_q", got[d][2].astype(float))))
+    recs = recs.join(pl.concat(opinions), on=["source", "ticket_id", "dimension"], how="left")
+    from pipeline.normalize.matcher import PRIOR_PENALTIES
+
+    points = [doubt(c, pc, p or 0.0, q or 0.0, *(pen.get(t, 0.0) for t in PRIOR_PENALTIES))
+              for c, pc, p, q in zip(recs["code"], recs["prior_code"], recs["prior_p"], recs["prior_q"])]
+    disagreed = (recs["prior_code"] != recs["code"]).fill_null(False).sum()
+    print(f"second opinion out of fold: {disagreed} of {recs.height} codes disagreed with")
+    return recs.with_columns((pl.col("raw") - pl.Series(points)).alias("raw")).drop("prior_code", "prior_p", "prior_q")
+
+
 def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, per_score: bool = False,
-                    inputs: tuple[Path, ...] = ()) -> None:
+                    inputs: tuple[Path, ...] = (), corpus: Path | None = None) -> None:
     """Fit the table on labelled codes, judge it out of fold, choose the threshold there.
 
     Folds are by ticket (a stable hash of source and ticket id), so the codes of one ticket
@@ -139,10 +181,17 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     """
     import zlib
 
-    from pipeline.normalize.calibrate import cross_validate, fit, reliability, threshold_for
+    from pipeline.normalize.calibrate import (
+        cross_validate,
+        fit,
+        reliability,
+        threshold_for,
+    )
 
     recs = recs.with_columns(pl.struct("source", "ticket_id").map_elements(
         lambda r: zlib.crc32(f"{r['source']}/{r['ticket_id']}".encode()) % k, return_dtype=pl.Int64).alias("fold"))
+    if corpus is not None:
+        recs = with_prior_doubt(recs, corpus, k)
     xs = {d: recs.filter(pl.col("dimension") == d)["raw"].to_list() for d in DIMS}
     ok = {d: recs.filter(pl.col("dimension") == d)["correct"].to_list() for d in DIMS}
     folds = {d: recs.filter(pl.col("dimension") == d)["fold"].to_list() for d in DIMS}
@@ -167,6 +216,30 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     print(f"wrote {out}")
 
 
+SIM_EXAMPLES = 4000  # simulator tickets among the prior's examples (seed 1: the bench's 20,000 are seed 0)
+
+
+def examples(paths: tuple[Path, ...], sim: int = SIM_EXAMPLES) -> pl.DataFrame:
+    """The coding prior's examples (``pipeline/normalize/prior.py``): the tickets of the corpus
+    files with their gold codes, plus ``sim`` simulator tickets with their true codes."""
+    import sys
+
+    from pipeline.normalize.prior import EXAMPLE_COLUMNS
+
+    frames = []
+    for p in paths:
+        rows, gold = load(p)
+        frames.append(rows.join(gold.select("service_point", "ticket_id", *[f"{d}_code" for d in DIMS]),
+                                on=["service_point", "ticket_id"]))
+    if sim:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_normalize import make_tickets
+
+        rows, truth = make_tickets(sim, 1)
+        frames.append(rows.join(truth, on=["service_point", "ticket_id"]))
+    return pl.concat([f.select([pl.col(c).cast(pl.Utf8).fill_null("") for c in EXAMPLE_COLUMNS]) for f in frames])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", type=Path)
@@ -180,6 +253,8 @@ def main() -> None:
                     help="record CSVs (--records, e.g. first sight at an older commit) and corpus files "
                          "(coded by the rules now) to fit on; default: FILE's codes now")
     ap.add_argument("--target", type=float, default=0.99, help="precision the threshold is chosen for")
+    ap.add_argument("--write-examples", type=Path, default=None,
+                    help="write the coding prior's examples (the --from corpus files and simulator tickets) here")
     ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
     args = ap.parse_args()
 
@@ -196,13 +271,20 @@ def main() -> None:
         gold = truth.with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
     else:
         rows, gold = load(args.file)
+    if args.write_examples:
+        ex = examples(tuple(args.sources))
+        ex.write_csv(args.write_examples)
+        print(f"wrote {args.write_examples}: {ex.height} tickets")
+        return
     if args.records:
         records(rows, gold, args.file.name).write_csv(args.records)
         print(f"wrote {args.records}")
         return
     if args.fit_calibration:
         recs = pl.concat([_records_of(p) for p in args.sources]) if args.sources else records(rows, gold, args.file.name)
-        fit_calibration(recs, args.fit_calibration, args.target, inputs=tuple(args.sources))
+        # the second opinion's doubt, out of fold, on the corpus files the records come from
+        corpus = args.file.parent if Matcher.load().prior is not None else None
+        fit_calibration(recs, args.fit_calibration, args.target, inputs=tuple(args.sources), corpus=corpus)
         return
     matcher = Matcher.load()
     if args.threshold is not None:

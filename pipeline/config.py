@@ -116,13 +116,16 @@ class Normalize(_Frozen):
     # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
     # this are coded automatically; below go to review. The default is chosen on out-of-fold
     # predictions of hand-written tickets (bench/RESULTS.md, issue 16).
-    auto_threshold: float = 80.0
+    auto_threshold: float = 96.0
     # Replace the bundled taxonomy (pipeline/declared/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
     # Raw score -> probability table (default pipeline/declared/calibration.yaml; bench/bench_coding_corpus.py
     # --fit-calibration fits one on your own labelled tickets).
     calibration: str = ""
+    # A second opinion on every rule code (pipeline/normalize/prior.py): a classifier fitted
+    # on labelled tickets; a code it disagrees with loses points and mostly goes to review.
+    prior: bool = True
     # The learned layer (pipeline/normalize/learned.py): codes what the rules left to review,
     # only at a probability whose held-out codes were right at least `learned_precision`.
     learned: bool = True

@@ -11,7 +11,7 @@ from pipeline.normalize.matcher import Matcher
 
 @pytest.fixture(scope="module")
 def m() -> Matcher:
-    return Matcher.load()
+    return Matcher.rules_only()
 
 
 def codes(m, part, symptom, action):

@@ -14,6 +14,14 @@ from pipeline.normalize.taxonomy import load_taxonomy
 
 @pytest.fixture(scope="module")
 def m() -> Matcher:
+    """The rules alone, coding what they are sure of."""
+    return Matcher.rules_only()
+
+
+@pytest.fixture(scope="module")
+def product() -> Matcher:
+    """As `fleetfault normalize` codes: calibrated scores, the second opinion, the default threshold
+    (where a rule's doubt, not the rule itself, sends a ticket to review)."""
     return Matcher.load()
 
 
@@ -98,8 +106,8 @@ def test_a_replacement_on_order_is_not_done(m, ticket):
     ("", "g1 xid79 + riser1 aer errs", "fixed"),
     ("", "卡5 xid 79，riser告警", "已下单riser和GPU，待更换"),
 ])
-def test_two_parts_and_no_action_saying_which_go_to_review(m, ticket):
-    assert codes(m, *ticket)[0] is None
+def test_two_parts_and_no_action_saying_which_go_to_review(product, ticket):
+    assert codes(product, *ticket)[0] is None
 
 
 # -- rule 1: which part the replacement or reseat was said of ---------------------------------
@@ -183,6 +191,6 @@ def test_a_part_reported_well_after_the_fix_is_its_result_and_other_voices(raw, 
     ("component=unknown", "event=health_check_failed", "resolution=none"),
     ("", "[WARN] host=n-1100 check=gpu_health status=UNKNOWN", "closed"),
 ])
-def test_a_bare_none_or_unknown_is_no_finding(m, ticket):
-    p, s, _ = codes(m, *ticket)
+def test_a_bare_none_or_unknown_is_no_finding(product, ticket):
+    p, s, _ = codes(product, *ticket)
     assert p is None and s is None

@@ -36,7 +36,7 @@ EXPECTED = {  # (Class, Desc) -> (part_code, symptom_code); None: left to review
 
 @pytest.fixture(scope="module")
 def m() -> Matcher:
-    return Matcher.load()
+    return Matcher.rules_only()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pipeline.normalize.matcher import Matcher
 
 @pytest.fixture(scope="module")
 def m() -> Matcher:
-    return Matcher.load()
+    return Matcher.rules_only()
 
 
 @pytest.mark.parametrize("glued, spaced", [
@@ -55,7 +55,7 @@ def test_ambiguous_and_short_pieces_are_not_split():
 
 
 def test_learned_words_join_the_vocabulary():
-    m = Matcher.load(learned=[("part", "widget", "GPU")])
+    m = Matcher.rules_only(learned=[("part", "widget", "GPU")])
     assert m._glued.text("widget gpuecc") == "widget gpu ecc"
     assert m._glued.token("gpuwidget") == "gpu widget"
 

@@ -155,7 +155,8 @@ class Reader:
             acted = any(e <= a and tokens_between(text, e, a) <= self._reach for _, e, *_ in actions)
             ok = self._ok is not None and self._ok.search(text[b:]) is not None
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
-            if status == NEG or ruled_out:
+            if status == NEG or (ruled_out and code not in self._not_parts):
+                # ("未发现异常，恢复业务" is a verdict followed by its result, not a part said fine)
                 negated = True  # "not the GPU", "GPU ok", "PSU tested good": named to be ruled out
             elif parts and tokens_between(text, parts[-1][1], a) == 0 and (code != self._listed or text[a:b] in self._generic) \
                     and parts[-1][2] not in self._not_parts:
@@ -181,6 +182,8 @@ class Reader:
 
 
 S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
+OVERHEAT = "OVERHEAT"
+OTHER = "OTHER"  # the taxonomy's code for what it has no code for (rule 10)
 SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
 
 
@@ -235,6 +238,9 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         # the resolution is only a verdict ("user code issue", 检查未发现异常): nothing was done
         action, src = Match(g.no_fault_action, S_ACTED, "no_fault"), action_key
     act = action.code if _sure(action, thr) else None
+    if act and g is not None and _reinstalled(tax, ev(src), act, texts):
+        action = Match(sorted(g.software_actions)[0], action.score, action.how)  # "reinstalled 550 + reboot"
+        act = action.code
     if act and ev(src).outcome(act) == "failed":
         tags["action"].add("failed_action")
     if g is not None and g.no_fault and not verdict and (act is None or act in skip["action"]):
@@ -251,6 +257,8 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     if symptom.code == SLOWDOWN and tax.markers.get("slowdown_cause_unknown") and \
             _slowdown_rx(tax).search(symptom_key):
         symptom = Match(None, symptom.score, "undecided")  # "HW slowdown, didn't check temps" (rule 8)
+    else:
+        symptom = _no_cause(tax, symptom, symptom_key)
 
     hints = [get("part", symptom_key), get("part", action_key)]
     implied = tax.implies_part.get(symptom.code or "") if _sure(symptom, thr) else None
@@ -298,12 +306,54 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         tags["part"].add("two_parts")
     if g is not None and g.no_fault and part.code != g.no_fault and any(e.names_part(g.no_fault) for e in texts):
         tags["part"].add("negation")  # "未发现异常" beside a replacement: the ticket disagrees with itself
+    if _sure(part, thr) and "two_parts" not in tags["part"] and symptom.code and symptom.code not in tax.part_symptoms.get(part.code, (symptom.code,)):
+        # a NIC "not detected", a drive "hung": the GPU's symptom codes are not theirs (rule 10)
+        symptom = Match(_first_symptom(tax, part.code), min(symptom.score, S_IMPLIED), "part_symptom")
     if symptom.how == "vague" and _sure(part, thr):
         # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
         implied = tax.implies_symptom.get(part.code)
         if implied:
             symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
     return {"part": part, "symptom": symptom, "action": action}, tags
+
+
+def _no_cause(tax: Taxonomy, symptom: Match, key: str) -> Match:
+    """CODING-GUIDE 8: a slowdown told with no thermal cause ("no throttle reasons, temps fine",
+    无降频) is ``PERFORMANCE``, not the heat read from those very words."""
+    phrases = tax.markers.get("no_slowdown_cause")
+    if not phrases or not key or not _phrases_rx(tuple(phrases)).search(key):
+        return symptom
+    if symptom.code == SLOWDOWN:
+        return symptom
+    # heat read from "temps fine", and OTHER's filler ("比其它卡慢"); a power brake is a cause
+    # whatever the temperature
+    if symptom.code in (None, OVERHEAT, OTHER):
+        slow = tax.codes["symptom"].get(SLOWDOWN)
+        if slow is not None and _phrases_rx(slow.aliases).search(key):
+            return Match(SLOWDOWN, S_IMPLIED, "no_cause")
+    return symptom  # no slowdown told: "温度正常，但 HBM 95 度" is still heat
+
+
+def _reinstalled(tax: Taxonomy, e: Evidence, act: str, texts: list[Evidence]) -> bool:
+    """"reinstalled" with software named in the ticket and no hardware part beside it: the
+    driver was reinstalled, not a card reseated ("reinstalled 550.90.07 + reboot", 重新安装驱动)."""
+    g, words = tax.guide, tax.markers.get("reinstall")
+    if g is None or not g.software or not words or act in g.software_actions:
+        return False
+    spans = [e.text[a:b] for a, b, c, done, _ in e.actions if c == act and done]
+    if not spans or not all(s in words for s in spans):
+        return False
+    if not any(t.names_part(g.software) for t in texts):
+        return False
+    acted, _ = e.acted_part(act, g.reach_after, g.reach_before, frozenset(c for c in (g.software, g.no_fault) if c))
+    return acted is None
+
+
+def _first_symptom(tax: Taxonomy, part: str) -> str:
+    """What a symptom a part cannot have becomes: OTHER where the part may have it, else the
+    part's first symptom in the taxonomy's order."""
+    allowed = tax.part_symptoms[part]
+    return OTHER if OTHER in allowed else next(c for c in tax.codes["symptom"] if c in allowed)
 
 
 def _fill(own: Match, hints: list[Match], thr: float, skip: frozenset[str], tags: set[str]) -> Match:

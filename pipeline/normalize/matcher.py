@@ -32,6 +32,7 @@ from pipeline.normalize.calibrate import Calibration, load_calibration
 from pipeline.normalize.canonical import canonical
 from pipeline.normalize.glued import Splitter, vocabulary
 from pipeline.normalize.guide import Evidence, Reader, decide
+from pipeline.normalize.prior import Prior, doubt, load_prior
 from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
 
 if TYPE_CHECKING:
@@ -44,8 +45,10 @@ log = logging.getLogger(__name__)
 OUTPUT_COLUMNS = ("part_code", "part_score", "symptom_code", "symptom_score",
                   "action_code", "action_score", "review")
 LEARNED_NEAR = 90.0  # a text this close (rapidfuzz ratio) to a reviewed one takes its code
+PRIOR_PENALTIES = ("prior_disagrees", "prior_unsure", "prior_undecided")  # doubt()'s points, in its order
+RULES_THRESHOLD = 85.0  # Matcher.rules_only's: the raw score at which the guide counts a match confident
 CONFIDENT = 85.0  # the raw score at which a field's match counts in the guide's rules
-DEFAULT_THRESHOLD = 80.0  # normalize.auto_threshold's default: codes at least 80% likely right
+DEFAULT_THRESHOLD = 96.0  # normalize.auto_threshold's default: codes at least 96.0% likely right
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,12 @@ class Matcher:
         Scores at or above are coded automatically (``normalize.auto_threshold``).
     learned : iterable of (dimension, text, code)
         Reviewed answers.
+    prior : Prior, optional
+        A second opinion (:mod:`pipeline.normalize.prior`): a rule code it disagrees with, or
+        agrees with only weakly, loses points (``penalties: prior_disagrees, prior_unsure``).
+    raw : bool
+        Scores are the calibration's input (the rule's score less its doubt points), not
+        calibrated: what a calibration is fitted on (``bench/bench_coding_corpus.py --records``).
 
     Examples
     --------
@@ -80,8 +89,11 @@ class Matcher:
     """
 
     def __init__(self, taxonomy: Taxonomy, threshold: float = DEFAULT_THRESHOLD,
-                 learned: Iterable[tuple[str, str, str]] = (), calibration: Calibration | None = None):
+                 learned: Iterable[tuple[str, str, str]] = (), calibration: Calibration | None = None,
+                 prior: Prior | None = None, raw: bool = False):
         self.taxonomy = taxonomy
+        self.prior = prior
+        self.raw = raw
         self.threshold = float(threshold)
         self.calibration = calibration if calibration is not None else Calibration()
         self.index = {d: AliasIndex(taxonomy, d) for d in DIMENSIONS}
@@ -96,13 +108,21 @@ class Matcher:
         """The matcher the config asks for: its taxonomy (bundled, replaced or extended)
         and threshold, plus reviewed answers."""
         if cfg is None:
-            return cls(load_taxonomy(), DEFAULT_THRESHOLD, learned, load_calibration())
+            return cls(load_taxonomy(), DEFAULT_THRESHOLD, learned, load_calibration(), load_prior())
         n = cfg.normalize
         path = cfg.resolve(n.taxonomy) if n.taxonomy else None
         extra = cfg.resolve(n.extra_aliases) if n.extra_aliases else None
         calib = getattr(n, "calibration", None)
         return cls(load_taxonomy(path, extra), n.auto_threshold, learned,
-                   load_calibration(cfg.resolve(calib) if calib else None))
+                   load_calibration(cfg.resolve(calib) if calib else None),
+                   load_prior() if getattr(n, "prior", True) else None)
+
+    @classmethod
+    def rules_only(cls, threshold: float = RULES_THRESHOLD, learned: Iterable[tuple[str, str, str]] = ()) -> Matcher:
+        """The bundled taxonomy's rules alone: raw scores (no calibration, no second opinion),
+        coded at ``threshold``: what the rules decide when they are sure, for testing a rule
+        apart from how often such codes turn out right."""
+        return cls(load_taxonomy(), threshold, learned, Calibration())
 
     def learn(self, learned: Iterable[tuple[str, str, str]]) -> None:
         """Add reviewed answers: ``(dimension, text, code)``; that text (and near variants)
@@ -143,7 +163,7 @@ class Matcher:
     def match_row(self, part_text: str | None, symptom_text: str | None, action_text: str | None) -> Coded:
         """Code one ticket, text by text (the row-by-row path)."""
         keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
-        return self._resolve(keys, lambda d, k: self._match(d, k), self.evidence)
+        return self._resolve(keys, lambda d, k: self._match(d, k), self.evidence, self._opinions([keys])[0])
 
     def code_rows(self, df: pl.DataFrame) -> pl.DataFrame:
         """:meth:`code_frame` done one row at a time (the benchmark's baseline)."""
@@ -182,7 +202,9 @@ class Matcher:
                 found[(d, key)] = m
         evidence = {k: self.evidence(k) for k in distinct}
         triples = keys.unique()
-        coded = [self._resolve(t, lambda d, k: found[(d, k)], evidence.__getitem__) for t in triples.iter_rows()]
+        rows = list(triples.iter_rows())
+        coded = [self._resolve(t, lambda d, k: found[(d, k)], evidence.__getitem__, o)
+                 for t, o in zip(rows, self._opinions(rows))]
         table = pl.concat([triples, pl.DataFrame([_as_row(c) for c in coded], schema=_SCHEMA, orient="row")],
                           how="horizontal")
         joined = keys.join(table, on=list(keys.columns), how="left", maintain_order="left", nulls_equal=True)
@@ -214,7 +236,19 @@ class Matcher:
         """The parts and actions a canonical text names, where, and what surrounds them."""
         return self._reader.read(self._glued.text(key))
 
-    def _resolve(self, keys: tuple[str, str, str], get, ev) -> Coded:
+    def _opinions(self, triples: list[tuple[str, str, str]]) -> list[dict[str, tuple[str, float, float]] | None]:
+        """The prior's (code, probability, probability of "undecided") per dimension for each (part, symptom, action)
+        canonical triple, in one call for all of them; None each without a prior."""
+        if self.prior is None or not triples:
+            return [None] * len(triples)
+        got = self.prior.predict({d: [t[i] for t in triples] for i, d in enumerate(DIMENSIONS)})
+        # a description-only export puts one text in all three fields: a layout the prior was not
+        # fitted on (its examples have the fields apart), where its doubt measured nothing
+        return [None if t[0] == t[1] == t[2] else
+                {d: (got[d][0][i], float(got[d][1][i]), float(got[d][2][i])) for d in DIMENSIONS}
+                for i, t in enumerate(triples)]
+
+    def _resolve(self, keys: tuple[str, str, str], get, ev, opinion: dict[str, tuple[str, float, float]] | None = None) -> Coded:
         picked, tags = decide(self.taxonomy, CONFIDENT, get, ev, keys)
         out = []
         for d in DIMENSIONS:
@@ -222,12 +256,17 @@ class Matcher:
             if m.code is None:
                 out += [None, round(m.score, 1)]
                 continue
-            doubt = sum(self._penalty.get(t, 0.0) for t in tags[d])
+            doubt_ = sum(self._penalty.get(t, 0.0) for t in tags[d])
+            if opinion is not None and m.how != "learned":  # a person's answer is not second-guessed
+                doubt_ += doubt(m.code, *opinion[d], *(self._penalty.get(t, 0.0) for t in PRIOR_PENALTIES))
+            if self.raw:
+                out += [m.code, round(m.score - doubt_, 1)]
+                continue
             # a tenth of a point per penalty point orders codes within one calibrated step: a
             # conflicting cue always lowers the score, if only a little where the labelled set
             # shows it does not matter
             cal = self.calibration.score
-            score = max(0.0, round(min(cal(d, m.score), cal(d, m.score - doubt)) - doubt / 10.0, 1))
+            score = max(0.0, round(min(cal(d, m.score), cal(d, m.score - doubt_)) - doubt_ / 10.0, 1))
             out += [m.code if score >= self.threshold else None, score]
         p, ps, s, ss, a, as_ = out
         return Coded(p, ps, s, ss, a, as_, p is None or s is None or a is None)

@@ -26,8 +26,9 @@ _RULES = ("last", "priority", "first")
 MARKERS = ("cause_follows", "cause_precedes", "not_done_before", "not_done_after", "failed_after",
            "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns",
            "awaiting", "noun_replace",
-           "slowdown_cause_unknown", "cable_ends", "not_a_verdict")
-PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported")
+           "slowdown_cause_unknown", "cable_ends", "not_a_verdict", "reinstall", "no_slowdown_cause")
+PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported",
+             "prior_disagrees", "prior_unsure", "prior_undecided")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class Taxonomy:
     guide: Guide | None = None
     penalties: dict[str, float] = field(default_factory=dict)
     compose: dict[str, tuple[Composed, ...]] = field(default_factory=dict)
+    part_symptoms: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def allowed(self, dimension: str) -> frozenset[str]:
         """The codes of one dimension."""
@@ -185,7 +187,7 @@ def _merge(base: dict, extra: dict) -> dict:
         for d, v in (extra.get(section) or {}).items():
             merged[d] = merged.get(d, []) + _as_list(v)
         out[section] = merged
-    for section in ("xid", "implies_part", "implies_symptom", "resolve", "guide", "penalties", "compose"):
+    for section in ("xid", "implies_part", "implies_symptom", "resolve", "guide", "penalties", "compose", "part_symptoms"):
         out[section] = {**(base.get(section) or {}), **(extra.get(section) or {})}
     return out
 
@@ -282,8 +284,17 @@ def _build(raw: dict, source: str) -> Taxonomy:
     compose = _composed(raw.get("compose") or {}, codes, problems)
     if problems:
         raise ConfigError(problems, source)
+    part_symptoms = {}
+    for part, listed in (raw.get("part_symptoms") or {}).items():
+        bad = [c for c in _as_list(listed) if c not in codes["symptom"]]
+        if part not in codes["part"] or bad or not listed:
+            problems.append(f"part_symptoms.{part}: needs a part code -> a list of symptom codes, got {part!r} -> {listed!r}")
+        else:
+            part_symptoms[str(part)] = frozenset(str(c) for c in _as_list(listed))
+    if problems:
+        raise ConfigError(problems, source)
     tax = Taxonomy(codes, vague, xid, implies, implies_symptom, no_context, resolve, priority, source,
-                   outranks, markers, guide, penalties, compose)
+                   outranks, markers, guide, penalties, compose, part_symptoms)
     log.info("taxonomy %s: %s", source, {d: len(codes[d]) for d in DIMENSIONS})
     return tax
 

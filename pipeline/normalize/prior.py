@@ -1,0 +1,158 @@
+"""A second opinion on every rule code: a text classifier fitted on labelled tickets.
+
+Reads labelled example tickets (``pipeline/declared/coding_examples.csv``: the three ticket
+texts and the gold part, symptom and action codes, an empty code where a careful engineer could
+not decide); answers, per dimension, the code it finds most likely for a ticket and its
+probability. The matcher (:mod:`pipeline.normalize.matcher`) lowers a rule code's score when
+this opinion differs from the rule's ("GPU" named, the classifier reads a riser swap; the
+classifier reads "a person could not decide"), or agrees only weakly: on hand-written tickets
+the rules' codes the classifier disagreed with were right about half the time, the ones it
+agreed with far more often (bench/RESULTS.md, issue 16). Its opinion never writes a code; it
+only sends a code to review.
+
+The classifier is the learned layer's (:func:`pipeline.normalize.learned.new_estimator`:
+character n-gram TF-IDF of the dimension's own text and of the other two, into a logistic
+regression). It is fitted on first use and kept in a cache folder
+(``$FLEETFAULT_CACHE`` or ``~/.cache/fleetfault``), keyed by a hash of the examples and the
+scikit-learn version, so a run after the first loads it in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+
+from pipeline.normalize.taxonomy import DIMENSIONS
+
+__all__ = ["UNDECIDED", "Prior", "default_examples_path", "doubt", "fit", "load_prior", "read_examples"]
+
+log = logging.getLogger(__name__)
+
+#: The label of an example whose gold code is empty (a careful engineer could not decide).
+UNDECIDED = "?"
+#: An agreeing opinion at least this probable takes no points: on hand-written tickets the rule
+#: codes it agreed with at 0.8 or more were right 997-1000 times in 1,000 (bench/RESULTS.md)
+SURE = 0.8
+#: Bump when the features, the estimator or the label scheme change: cached fits are redone.
+PRIOR_VERSION = 1
+EXAMPLE_COLUMNS = ("part_text", "symptom_text", "action_text", "part_code", "symptom_code", "action_code")
+
+
+def default_examples_path() -> Path:
+    return Path(__file__).resolve().parent.parent / "declared" / "coding_examples.csv"
+
+
+def read_examples(path: str | Path | None = None) -> pl.DataFrame:
+    """The example tickets (all columns strings, missing text and codes as ``""``)."""
+    path = Path(path) if path else default_examples_path()
+    df = pl.read_csv(path, infer_schema=False)
+    missing = [c for c in EXAMPLE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: coding examples lack {', '.join(missing)}")
+    return df.select([pl.col(c).fill_null("") for c in EXAMPLE_COLUMNS])
+
+
+def context_of(keys: dict[str, Sequence[str]], dimension: str) -> list[str]:
+    """The other two canonical texts of each ticket, joined as the learned layer joins them."""
+    others = [keys[d] for d in DIMENSIONS if d != dimension]
+    return [" | ".join(t) for t in zip(*others)]
+
+
+@dataclass
+class Prior:
+    """One fitted classifier per dimension."""
+
+    models: dict[str, object]
+
+    def predict(self, keys: dict[str, Sequence[str]]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``keys[dimension]``: canonical texts, one per ticket. Per dimension, (the most likely
+        code or :data:`UNDECIDED`, its probability, the probability of :data:`UNDECIDED`) of
+        each ticket."""
+        from threadpoolctl import threadpool_limits
+
+        out = {}
+        for d in DIMENSIONS:
+            frame = pd.DataFrame({"own": list(keys[d]), "context": context_of(keys, d)})
+            if not len(frame):
+                out[d] = (np.array([], dtype=object), np.array([]), np.array([]))
+                continue
+            est = self.models[d]
+            with threadpool_limits(1):
+                proba = est.predict_proba(frame[["own", "context"]])
+            best = proba.argmax(axis=1)
+            classes = list(est.classes_)
+            undecided = proba[:, classes.index(UNDECIDED)] if UNDECIDED in classes else np.zeros(len(best))
+            out[d] = (est.classes_[best], proba[np.arange(len(best)), best], undecided)
+        return out
+
+
+def fit(examples: pl.DataFrame, canonical) -> Prior:
+    """Fit the three classifiers on example tickets (texts canonicalised by ``canonical``)."""
+    from pipeline.normalize.learned import _fit
+
+    keys = {d: [canonical(t) for t in examples[f"{d}_text"].to_list()] for d in DIMENSIONS}
+    models = {}
+    for d in DIMENSIONS:
+        labels = [c or UNDECIDED for c in examples[f"{d}_code"].to_list()]
+        frame = pd.DataFrame({"own": keys[d], "context": context_of(keys, d), "label": labels,
+                              "weight": np.ones(len(labels))})
+        models[d] = _fit(frame)
+    return Prior(models)
+
+
+def doubt(rule_code: str, prior_code: str | None, p: float, p_undecided: float,
+          disagree: float, unsure: float, undecided: float) -> float:
+    """Points a rule code loses to the second opinion: ``disagree`` when it reads another code
+    (or "a person could not decide"); else ``unsure`` times how far its probability falls short
+    of sure (:data:`SURE`), plus ``undecided`` times the probability it gives "could not decide" (the
+    ambiguous tickets the rules code anyway: two parts swapped, a part only ordered)."""
+    if prior_code is None:
+        return 0.0
+    if prior_code != rule_code:
+        return disagree
+    return unsure * max(0.0, SURE - float(p)) / SURE + undecided * float(p_undecided)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("FLEETFAULT_CACHE") or Path.home() / ".cache" / "fleetfault") / "coding_prior"
+
+
+def load_prior(path: str | Path | None = None) -> Prior | None:
+    """The classifier fitted on the examples at ``path`` (default the bundled file), from the
+    cache when it was fitted before; None when there are no examples."""
+    import sklearn
+
+    from pipeline.normalize.canonical import canonical
+
+    path = Path(path) if path else default_examples_path()
+    if not path.exists():
+        return None
+    key = hashlib.sha256(path.read_bytes() + f"|v{PRIOR_VERSION}|sklearn {sklearn.__version__}".encode()).hexdigest()[:24]
+    cached = _cache_dir() / f"{key}.pkl"
+    if cached.exists():
+        try:
+            with cached.open("rb") as fh:
+                return pickle.load(fh)
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError) as exc:
+            # a truncated file, or one written by other code: fit again
+            log.warning("coding prior cache %s unreadable (%s); fitting again", cached, exc)
+    log.info("fitting the coding prior on %s (once; cached in %s)", path, cached.parent)
+    prior = fit(read_examples(path), canonical)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=cached.parent, delete=False) as fh:
+            pickle.dump(prior, fh)
+        os.replace(fh.name, cached)  # another process fitting at once writes the same bytes
+    except OSError as exc:
+        log.warning("coding prior not cached (%s): it is fitted again next run", exc)
+    return prior
