@@ -151,15 +151,25 @@ def _cleaned_cols(fields: list[Field]) -> str:
     return ", ".join(f"v{i}" for i in _strict(fields)) or "NULL AS _none"
 
 
-def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
+def bad_checks_grouped(fields: list[Field], metrics: dict[str, str] | None = None) -> tuple[str, str]:
     """(aggregate, check on the group) SQL over :func:`cleaned_sql` rows with ``flag_bad``:
     true when a row of the group holds an unreadable value.
 
-    Flagged numbers are NaN, which makes ``max`` not finite (DuckDB orders NaN above
-    infinity); a flagged or negative mask makes ``min`` negative. An
+    Flagged numbers are NaN, which makes ``max`` and ``sum`` not finite (DuckDB orders NaN
+    above infinity); a flagged or negative mask makes ``min`` negative. An
     unreadable time leaves ``hour_local`` NULL, an unreadable index (a group key, and the
     only ``int`` field) fails its cast: both are checked on the aggregated row.
+
+    ``metrics`` (:func:`metric_exprs`): a field that is a metric is checked on that
+    metric's own ``max`` or ``sum`` among the hourly aggregates, which DuckDB computes once
+    for both, rather than on an aggregate of its own per row. (A sum that overflows to
+    infinity flags a readable group: the file is then read line by line, to the same rows.)
     """
+    reuse, aggs = {}, {agg for _, agg in _AGGREGATES}
+    for name, expr in (metrics or {}).items():
+        hit = next((a for a in (f"max(m_{name})", f"sum(m_{name})") if a in aggs), None)
+        if hit and re.fullmatch(r"v\d+", expr):
+            reuse[int(expr[1:])] = hit
     values, keys = [], []
     for i in _strict(fields):
         kind = fields[i].kind
@@ -170,7 +180,7 @@ def bad_checks_grouped(fields: list[Field]) -> tuple[str, str]:
         elif kind == "mask":
             values.append(f"min(v{i}) < 0")
         else:
-            values.append(f"NOT isfinite(max(v{i}))")
+            values.append(f"NOT isfinite({reuse.get(i, f'max(v{i})')})")
     return " OR ".join(values) or "false", " OR ".join(keys) or "false"
 
 
@@ -200,7 +210,7 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     m = metric_exprs(fields)
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
     fields = used_fields(fields)
-    bad_values, bad_keys = bad_checks_grouped(fields)
+    bad_values, bad_keys = bad_checks_grouped(fields, m)
     # A sample of a failing GPU: a failing marker in a value the facts use.
     failing = " OR ".join(failing_sql(f"c{i}") for i, f in enumerate(fields)
                           if f.kind in ("num", "mask")) or "false"
