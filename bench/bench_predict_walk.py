@@ -211,7 +211,8 @@ def main() -> None:
     cfg = load_config(a.fleet[0] / "sim" / "truth" / "fleetfault.toml")
     out = {"fleets": [str(f) for f in a.fleet], "test_days": a.test_days, "timings": timings, "histories": {},
            "nights": {name: [{"test": [str(n.test[0]), str(n.test[1])], "promoted": n.promoted, "reason": n.reason,
-                              "evidence_source": n.evidence_source} for n in nights] for name, nights, _, _ in fleets}}
+                              "evidence_source": n.evidence_source, "evidence_notes": n.evidence_notes}
+                             for n in nights] for name, nights, _, _ in fleets}}
     for h in (int(x) for x in a.histories.split(",")):
         frame, risks, truth = pooled(fleets, h)
         if frame.empty:

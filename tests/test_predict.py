@@ -38,7 +38,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
     path, mdir, out = root / "wh.duckdb", root / "models", root / "out"
     with Warehouse(path) as wh:
-        write_toy_fleet(wh, gpus=96, days=150, seed=7, start=START)
+        write_toy_fleet(wh, gpus=96, days=150, seed=7, start=START, daily_hazard=0.003)
         build_features(wh, Config())
         result = train(wh, FAST, mdir, out)
     return path, mdir, out, result

@@ -281,3 +281,50 @@ def test_failing_gpu_markers_weigh_by_days_not_by_the_loggers_sampling_rate():
     three_days = hourly.assign(lost_marker_days_7d=3.0)
     today = hourly.assign(lost_marker_days_1d=1.0)
     assert evidence.score(three_days)[0] > evidence.score(hourly)[0] and evidence.score(today)[0] > evidence.score(hourly)[0]
+
+
+def test_a_link_still_narrow_today_weighs_more_than_one_back_at_full_width():
+    back = pd.DataFrame({"pcie_narrow_days_1d": [0.0], "pcie_narrow_days_7d": [3.0], "pcie_narrow_days_30d": [3.0]})
+    still = back.assign(pcie_narrow_days_1d=1.0)
+    assert evidence.score(still)[0] > evidence.score(back)[0] > 0
+    # a frame that does not say whether it is narrow today weighs its days fully, as before the column
+    assert evidence.score(back.drop(columns="pcie_narrow_days_1d"))[0] == evidence.score(still)[0]
+
+
+def _fleet_days(rng: np.random.Generator, days: int, gpus: int, fail_narrow: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """GPU-days of which 1% have a link narrow today (failing at ``fail_narrow``) and 3% a GSP
+    Xid that says nothing (failing at the background rate of 0.05%)."""
+    n = days * gpus
+    f = pd.DataFrame({"serial": [f"g{i}" for i in range(n)], "model": "H100 80GB HBM3",
+                      "day": np.repeat(pd.date_range("2025-03-01", periods=days), gpus)})
+    kind = rng.choice(3, size=n, p=[0.01, 0.03, 0.96])
+    narrow = (kind == 0).astype(float)
+    f = f.assign(pcie_narrow_days_1d=narrow, pcie_narrow_days_7d=3 * narrow, pcie_narrow_days_30d=3 * narrow,
+                 xc_gsp_hang_1d=(kind == 1).astype(float), xc_gsp_hang_7d=(kind == 1).astype(float),
+                 xc_gsp_hang_30d=(kind == 1).astype(float))
+    y = (rng.random(n) < np.where(kind == 0, fail_narrow, 0.0005)).astype(float)
+    return f, y
+
+
+def test_each_kind_of_evidence_gets_its_own_slope_when_later_periods_confirm_it():
+    f, y = _fleet_days(np.random.default_rng(3), days=70, gpus=300, fail_narrow=0.3)
+    ev = evidence.EvidenceScore(min_failures=5).fit(f, y)
+    assert ev.term_coef_ is not None, ev.notes_
+    slope = dict(zip(evidence.TERM_ORDER, ev.slopes()))
+    assert slope["pcie_narrow"] > ev.coef_[1] > slope["xid_gsp_hang"] >= 0
+    assert all(v >= 0 for v in slope.values())  # more evidence never lowers the risk
+    assert "a slope per kind of evidence" in ev.notes_[0] and "PR-AUC" in ev.notes_[0]
+    p = ev.predict_proba(f)[:, 1]
+    assert p[f["pcie_narrow_days_1d"].to_numpy() > 0].mean() == pytest.approx(0.3, abs=0.1)
+    # the words follow the contributions: a narrowed link is named before the GSP Xid
+    c = ev.contributions(f.head(1).assign(pcie_narrow_days_1d=1.0, pcie_narrow_days_7d=3.0, pcie_narrow_days_30d=3.0,
+                                          xc_gsp_hang_1d=1.0, xc_gsp_hang_7d=1.0, xc_gsp_hang_30d=1.0))
+    assert c.iloc[0]["pcie_narrow"] > c.iloc[0]["xid_gsp_hang"]
+
+
+def test_one_slope_for_all_with_few_failures_or_no_dates():
+    f, y = _fleet_days(np.random.default_rng(4), days=70, gpus=300, fail_narrow=0.3)
+    few = y.copy()
+    few[np.flatnonzero(few)[evidence.MIN_REWEIGHT_FAILURES - 1:]] = 0
+    assert evidence.EvidenceScore(min_failures=5).fit(f, few).term_coef_ is None
+    assert evidence.EvidenceScore(min_failures=5).fit(f.drop(columns="day"), y).term_coef_ is None

@@ -72,6 +72,7 @@ class Night:
     promoted: bool
     reason: str
     evidence_source: str
+    evidence_notes: list[str] = dataclasses.field(default_factory=list)
 
 
 def replay(wh: Warehouse, cfg: Config, periods: list[tuple[date, date]], *, seed: int = 0,
@@ -122,7 +123,7 @@ def replay(wh: Warehouse, cfg: Config, periods: list[tuple[date, date]], *, seed
                 est = model.fit_raw(model.design_matrix(frame[past], levels), y[past], seed=seed, threads=p.threads)
                 r["model"] = model.calibrate(est.predict_proba(model.design_matrix(test, levels))[:, 1], cv.calibration)
             r["list"] = r["model"] if promoted else r["evidence"]
-            nights.append(Night((t0, t1), test, r, promoted, reason, ev.source_))
+            nights.append(Night((t0, t1), test, r, promoted, reason, ev.source_, list(ev.notes_)))
             log.info("replayed %s..%s: %d GPU-days, %s", t0, t1, len(test),
                      "promoted" if promoted else "evidence ranks")
     return nights

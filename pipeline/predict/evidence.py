@@ -11,7 +11,12 @@ not fitted to anything; a fleet's failures only set its scale:
   published prior: hazard ``AFR/365 × e^score`` for the GPU's generation, so a GPU with
   no evidence carries the generation's AFR;
 - with enough, ``logit(risk) = a + b·score``, fitted on the fleet's labelled GPU-days with
-  the prior as a weak Gaussian prior on ``a`` and ``b`` (b ≥ 0.05 keeps the order).
+  the prior as a weak Gaussian prior on ``a`` and ``b`` (b ≥ 0.05 keeps the order);
+- with :data:`MIN_REWEIGHT_FAILURES` or more, each term may also get its own non-negative
+  slope, ``logit(risk) = a + Σ bⱼ·termⱼ`` with every ``bⱼ ~ N(b, 0.5²)`` (the expert weights
+  are the prior: with little data the fit stays the single-slope one), but only when it beats
+  the single slope on the fleet's own later periods, fitted on the days before each
+  (:func:`reweight_check`). A term can then weigh more or less, never turn against risk.
 
 :func:`order` turns risks into the list's order: GPUs with the same evidence share a rank
 and a risk; GPUs whose evidence differs never share a risk (a tie of the sum is broken by
@@ -47,11 +52,22 @@ INPUTS: tuple[str, ...] = (
     "remap_failed_30d", "remap_uncorr_30d", "pcie_narrow_days_7d", "pcie_narrow_days_30d", "pcie_width_deficit_7d",
     "pcie_replay_7d", "temp_vs_host_7d", "temp_vs_model_7d", "temp_vs_own_before", "throttle_thermal_7d", "samples_vs_own_1d",
     "lost_marker_days_1d", "lost_marker_days_7d", "sxid_host_7d", "reseats_prior", "tickets_prior",
+    "pcie_narrow_days_1d",
 )
 
 #: Fewest failures (distinct replaced GPUs) in the labelled history before the fleet's own
 #: rate calibrates the score instead of the published prior.
 MIN_FAILURES = 5
+
+#: Fewest failures before each term may get its own slope: a slope per kind of evidence needs
+#: failures of several kinds behind it, and the check on later periods needs failures in them.
+MIN_REWEIGHT_FAILURES = 10
+#: Standard deviation of the prior of each term's slope around the single slope (logit units
+#: per unit of the term's expert-weighted value): a term's weight moves by half or so only
+#: where its GPU-days say so clearly.
+REWEIGHT_PRIOR_SD = 0.5
+#: Later periods of the check (:func:`reweight_check`) and their length in days.
+REWEIGHT_FOLDS, REWEIGHT_FOLD_DAYS = 3, 14
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -88,7 +104,11 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     out["remap_failed"] = t["remap_failed"]["weight"] * np.clip(_col(frame, "remap_failed_30d"), 0, 1)
     out["remap_uncorrectable"] = t["remap_uncorrectable"]["weight"] * _log2p(_col(frame, "remap_uncorr_30d"))
     n7, n30 = _col(frame, "pcie_narrow_days_7d"), _col(frame, "pcie_narrow_days_30d")
-    out["pcie_narrow"] = t["pcie_narrow"]["weight"] * _log2p(n7 + r["month"] * (n30 - n7))
+    # Still narrow today, the days count fully; a link back at full width was more likely a
+    # transient (a riser, a retrain), so its past days count at the week's weight.
+    now = (np.where(_col(frame, "pcie_narrow_days_1d") > 0, r["today"], r["week"])
+           if "pcie_narrow_days_1d" in frame.columns else r["today"])  # a frame that does not say
+    out["pcie_narrow"] = t["pcie_narrow"]["weight"] * now * _log2p(n7 + r["month"] * (n30 - n7))
     out["pcie_deficit"] = (t["pcie_deficit"]["weight"] * np.maximum(_col(frame, "pcie_width_deficit_7d"), 0.0)
                            / t["pcie_deficit"]["scale_lanes"])
     out["pcie_replay"] = t["pcie_replay"]["weight"] * _log2p(_col(frame, "pcie_replay_7d") / t["pcie_replay"]["scale"])
@@ -153,6 +173,8 @@ class EvidenceScore:
     source_: str = "prior"
     failures_: int = 0
     coef_: tuple[float, float] = (0.0, 1.0)
+    #: Each term's own slope (in :data:`TERM_ORDER`) when the re-weighted fit won its check.
+    term_coef_: tuple[float, ...] | None = None
     notes_: list[str] = field(default_factory=list)
 
     @property
@@ -180,34 +202,130 @@ class EvidenceScore:
             self.notes_ = [f"{failures} failure{'s' if failures != 1 else ''} in the history (need {self.min_failures} "
                            "to use the fleet's own rate): risks use the published prior AFR"]
             return self
-        s = score(frame, self.weights)
-        a0 = float(np.log(np.median(self._prior_hazard(frame)) * self.horizon_days))
-        # Rows with the same score and label are one weighted point: a year of a large fleet
-        # is mostly GPU-days without evidence.
-        keys, inv = np.unique(np.round(s, 9), return_inverse=True)
-        n = np.bincount(inv).astype(float)
-        k = np.bincount(inv, weights=y)
-        a, b = _map_logistic(keys, n, k, a0)
-        self.coef_, self.source_ = (a, b), "fleet"
+        X = terms(frame, self.weights).to_numpy()
+        a0 = self._a0(frame)
+        a, b = _fit_single(X, y, a0)
+        self.coef_, self.source_, self.term_coef_ = (a, b), "fleet", None
         self.notes_ = [f"risks calibrated on the fleet's own {failures} failures (logit = {a:.2f} + {b:.2f} x score)"]
+        if failures >= MIN_REWEIGHT_FAILURES and "day" in frame.columns:
+            won, why = reweight_check(frame, X, y, a0, self.horizon_days, self.min_failures)
+            if won:
+                a, c = _fit_terms(X, y, a0, b)
+                self.coef_, self.term_coef_ = (a, b), tuple(float(v) for v in c)
+                moved = sorted(zip(TERM_ORDER, c), key=lambda t: -abs(t[1] - b))[:3]
+                why += "; furthest from the single slope: " + ", ".join(f"{k} {v:.2f}" for k, v in moved)
+                self.notes_ = [f"risks calibrated on the fleet's own {failures} failures with a slope per kind of "
+                               f"evidence ({why})"]
+            else:
+                self.notes_.append(f"one slope for every kind of evidence ({why})")
         return self
 
+    def _a0(self, frame: pd.DataFrame) -> float:
+        return float(np.log(np.median(self._prior_hazard(frame)) * self.horizon_days))
+
+    def slopes(self) -> np.ndarray:
+        """Each term's slope on the logit (the single slope for all when none of their own)."""
+        return np.asarray(self.term_coef_) if self.term_coef_ is not None else np.full(len(TERM_ORDER), self.coef_[1])
+
+    def contributions(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Each term's part of the calibrated logit (its value times its slope): what
+        raises this GPU's risk the most, for the words and the tie-break of the list."""
+        t = terms(frame, self.weights)
+        return t * self.slopes() if self.source_ == "fleet" else t
+
     def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
-        s = score(frame, self.weights)
         if self.source_ == "fleet":
-            a, b = self.coef_
-            p = expit(a + b * s)
+            p = expit(self.coef_[0] + terms(frame, self.weights).to_numpy() @ self.slopes())
         else:
+            s = score(frame, self.weights)
             p = -np.expm1(-self._prior_hazard(frame) * self.horizon_days * np.exp(np.minimum(s, 50.0)))
         return np.column_stack([1 - p, p])
 
     def to_dict(self) -> dict:
         return {"source": self.source_, "failures": self.failures_, "coef": list(self.coef_),
+                "term_coef": dict(zip(TERM_ORDER, self.term_coef_)) if self.term_coef_ is not None else None,
                 "weights_file": self.weights.path, "min_failures": self.min_failures}
 
     @property
     def version(self) -> str:
         return "evidence" if self.source_ == "fleet" else "evidence-prior"
+
+
+def _grouped(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct rows of ``X``, how many of each, how many of them positive): rows with the
+    same evidence and label are one weighted point, and a large fleet's year is mostly
+    GPU-days without evidence."""
+    keys, inv = np.unique(np.round(X, 9), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    return keys, np.bincount(inv).astype(float), np.bincount(inv, weights=y)
+
+
+def _fit_single(X: np.ndarray, y: np.ndarray, a0: float) -> tuple[float, float]:
+    keys, n, k = _grouped(X.sum(axis=1, keepdims=True), y)
+    return _map_logistic(keys[:, 0], n, k, a0)
+
+
+def _fit_terms(X: np.ndarray, y: np.ndarray, a0: float, b: float) -> tuple[float, np.ndarray]:
+    """MAP of ``logit p = a + Σ cⱼ Xⱼ``: a ~ N(a0, 2²), cⱼ ~ N(b, REWEIGHT_PRIOR_SD²), 0 ≤ cⱼ ≤ 5."""
+    keys, n, k = _grouped(X, y)
+    m = keys.shape[1]
+    sd2 = REWEIGHT_PRIOR_SD ** 2
+
+    def nll(theta):
+        a, c = theta[0], theta[1:]
+        z = a + keys @ c
+        ll = k * z - n * np.logaddexp(0.0, z)
+        pen = ((a - a0) / 2.0) ** 2 / 2 + ((c - b) ** 2).sum() / sd2 / 2
+        r = n * expit(z) - k
+        grad = np.concatenate([[r.sum() + (a - a0) / 4.0], keys.T @ r + (c - b) / sd2])
+        return -ll.sum() + pen, grad
+
+    res = minimize(nll, np.concatenate([[a0], np.full(m, b)]), jac=True, method="L-BFGS-B",
+                   bounds=[(-30, 10)] + [(0.0, 5.0)] * m)
+    return float(res.x[0]), res.x[1:]
+
+
+def reweight_check(frame: pd.DataFrame, X: np.ndarray, y: np.ndarray, a0: float, horizon: int,
+                   min_failures: int) -> tuple[bool, str]:
+    """Whether a slope per term beats the single slope on the fleet's own later periods.
+
+    The last :data:`REWEIGHT_FOLDS` periods of :data:`REWEIGHT_FOLD_DAYS` days are each scored
+    by both fits made on the days before them (a horizon apart: those labels were known), the
+    out-of-fold days are pooled, never shuffled, and the per-term fit must have both the
+    lower log-loss and the higher PR-AUC there.
+    """
+    from sklearn.metrics import average_precision_score, log_loss
+
+    day = pd.to_datetime(frame["day"]).to_numpy()
+    last = day.max()
+    oof_y, single, per_term = [], [], []
+    for j in reversed(range(REWEIGHT_FOLDS)):
+        t1 = last - np.timedelta64(j * REWEIGHT_FOLD_DAYS, "D")
+        t0 = t1 - np.timedelta64(REWEIGHT_FOLD_DAYS - 1, "D")
+        train, test = day < t0 - np.timedelta64(horizon, "D"), (day >= t0) & (day <= t1)
+        if not test.any() or _failures(frame, y, train) < min_failures:
+            continue
+        a, b = _fit_single(X[train], y[train], a0)
+        a2, c = _fit_terms(X[train], y[train], a0, b)
+        oof_y.append(y[test])
+        single.append(expit(a + X[test].sum(axis=1) * b))
+        per_term.append(expit(a2 + X[test] @ c))
+    yy = np.concatenate(oof_y) if oof_y else np.array([])
+    if not yy.any():
+        return False, "no failure in the later periods to check a slope per kind of evidence on"
+    p1, p2 = np.concatenate(single), np.concatenate(per_term)
+    ll1, ll2 = log_loss(yy, p1, labels=[0, 1]), log_loss(yy, p2, labels=[0, 1])
+    ap1, ap2 = average_precision_score(yy, p1), average_precision_score(yy, p2)
+    won = ll2 < ll1 and ap2 > ap1
+    return won, (f"on {len(oof_y)} later period{'s' if len(oof_y) != 1 else ''} fitted on the days before each, "
+                 f"{int(yy.sum())} failing GPU-days: log-loss {ll2:.5f} vs {ll1:.5f}, PR-AUC {ap2:.3f} vs {ap1:.3f} "
+                 "for a slope per kind against one")
+
+
+def _failures(frame: pd.DataFrame, y: np.ndarray, mask: np.ndarray) -> int:
+    if "serial" not in frame.columns:
+        return int((y[mask] > 0).any())
+    return int(frame.loc[mask & (y > 0), "serial"].nunique())
 
 
 def _map_logistic(s: np.ndarray, n: np.ndarray, k: np.ndarray, a0: float) -> tuple[float, float]:

@@ -74,7 +74,7 @@ CLASS_COUNTS: tuple[str, ...] = tuple(f"xc_{k}_{w}d" for k in XID_CLASSES for w 
 #: Numeric model inputs, in a fixed order.
 NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
-) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d")
+) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d", "pcie_narrow_days_1d")
 
 #: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
 #: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
@@ -269,6 +269,8 @@ fleet AS (
   SELECT *,
     -- Days on a narrowed link: a riser or a transient narrows it for a day or two, a
     -- failing GPU's link stays narrow until it is swapped.
+    -- Narrow today: a link that went back to full width was a transient, one still narrow is not.
+    sum({narrow}) OVER {w1} AS pcie_narrow_days_1d,
     sum({narrow}) OVER {w7} AS pcie_narrow_days_7d,
     sum({narrow}) OVER {w30} AS pcie_narrow_days_30d,
     -- Against the other GPUs of its host the same day: a fan, a dirty filter or a hot
@@ -310,6 +312,7 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
   {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
   {", ".join(CLASS_COUNTS)}, lost_markers_7d, lost_marker_days_1d, lost_marker_days_7d,
+  CAST(pcie_narrow_days_1d AS DOUBLE) AS pcie_narrow_days_1d,
   CASE
     WHEN first_fday IS NOT NULL AND {d.day_diff("day", "first_fday")} <= (SELECT h FROM bounds) THEN true
     WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL

@@ -53,7 +53,7 @@ def _rank(wh: Warehouse, cfg: Config, models_dir: Path, as_of: date) -> tuple[pd
                              step="predict: day's features")
     ev = calibrated_evidence(wh, cfg)
     notes += ev.notes_
-    terms = evidence.terms(frame, ev.weights)
+    terms = ev.contributions(frame)
     est, card = _current(models_dir, notes)
     if est is not None and len(frame):
         reference = card["reference"]
