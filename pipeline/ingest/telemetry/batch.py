@@ -1,19 +1,23 @@
-"""Hourly facts of many telemetry files of one host in one DuckDB pass.
+"""Hourly facts of many telemetry files, of any hosts, in one DuckDB pass per layout.
 
-Reads: a host's new or changed nvidia-smi logs, in rotation order. Writes (returned, for
-:meth:`Warehouse.ingest_batch`): one :class:`Loaded` per file, with that file's
-``smi_hourly`` and ``smi_headers`` rows, counts and quarantined lines.
+Reads: new or changed nvidia-smi logs, as runs of each host's consecutive files in
+rotation order (:class:`Run`). Writes (returned, for :meth:`Warehouse.ingest_batch`): one
+:class:`Loaded` per file, with that file's ``smi_hourly`` and ``smi_headers`` rows, counts
+and quarantined lines.
 
-Fleets write one small file per host and day, so the cost that matters is per statement,
-not per row. Files that share a layout (field list, header or not, delimiter, line end,
-compression) are read by one multi-file ``read_csv`` with the file name as a column and
-aggregated by file, GPU and hour in the same statement; repeated header lines are
-recognized in SQL and skipped. A large file is a batch of one: DuckDB streams it.
+Fleets write one small file per host and day, so the cost that matters is per statement
+and per file, not per row. Files that share a layout (field list, header or not,
+delimiter, line end, compression) are read by ONE multi-file ``read_csv`` whatever their
+hosts, each line one text cell split in SQL (:func:`~pipeline.ingest.telemetry.read.lines_source`),
+the file name a column, and aggregated by file, GPU and hour in the same statement. What
+differs per host (its name, its time zone) is a column of a small per-file table joined
+on the file name, not a statement per host; repeated header lines are recognized in SQL
+and skipped. A large file is read the same way: DuckDB streams it.
 
-The reject judge (:func:`judge_rejects`, and ``_bad`` in :func:`~pipeline.ingest.telemetry.facts.hourly_sql`)
-then decides per file: a file whose only problems are lines of the wrong number of cells
-keeps its result and those lines go to the quarantine; a file with anything else (an
-unreadable value, a changed header, bad bytes, mixed line ends) is read line by line by
+Then each file is judged: a file whose only problems are lines of the wrong number of
+cells keeps its result and those lines go to the quarantine (:func:`count_rejects`); a
+file with anything else (an unreadable value, a changed header, a blank line, bad bytes,
+mixed line ends, a statement that fails naming it) is read line by line by
 :func:`~pipeline.ingest.telemetry.stage.load_file`, cleaning cells with the same SQL.
 """
 
@@ -48,8 +52,8 @@ from pipeline.warehouse import Loaded, Rejected
 
 log = logging.getLogger(__name__)
 
-#: Files per DuckDB statement: large enough that fixed costs vanish, small enough that
-#: one batch's hourly rows stay a few MB.
+#: Files per :func:`load_files` call for callers that feed one host's files in pieces
+#: (the Spark ingest's tasks); the stage hands over up to ``INGEST_FILES`` of all hosts.
 BATCH_FILES = 256
 
 

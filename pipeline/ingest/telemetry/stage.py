@@ -8,11 +8,12 @@ nothing else: ``gpu_days`` is derived from ``smi_hourly`` by :func:`derive_gpu_d
 which the nightly job runs after this stage.
 
 Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
-and day), whose cost is per statement: one DuckDB ``read_csv`` reads a batch of a host's
-files that share a layout, the file name a column (:mod:`pipeline.ingest.telemetry.batch`,
-and :meth:`Warehouse.ingest_batch` over up to :data:`INGEST_FILES` files of any hosts: one
-transaction, registry look-up and insert per table for the lot, a registry row per file;
-one scratch engine serves the whole stage). A large file is a batch of one, streamed.
+and day), whose cost is per statement and per file: :meth:`Warehouse.ingest_batch` takes
+up to :data:`INGEST_FILES` files of any hosts (one transaction, registry look-up and insert
+per table for the lot, a registry row per file), and within them ONE DuckDB ``read_csv``
+reads all files that share a layout, whatever their hosts, the file name a column; each
+file's host and time zone are columns joined from a small per-file table
+(:mod:`pipeline.ingest.telemetry.batch`). One scratch engine serves the whole stage.
 Only files the fast path gives back are read line by line
 (:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated from one
 table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
