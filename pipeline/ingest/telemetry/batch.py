@@ -1,19 +1,23 @@
-"""Hourly facts of many telemetry files of one host in one DuckDB pass.
+"""Hourly facts of many telemetry files, of any hosts, in one DuckDB pass per layout.
 
-Reads: a host's new or changed nvidia-smi logs, in rotation order. Writes (returned, for
-:meth:`Warehouse.ingest_batch`): one :class:`Loaded` per file, with that file's
-``smi_hourly`` and ``smi_headers`` rows, counts and quarantined lines.
+Reads: new or changed nvidia-smi logs, as runs of each host's consecutive files in
+rotation order (:class:`Run`). Writes (returned, for :meth:`Warehouse.ingest_batch`): one
+:class:`Loaded` per file, with that file's ``smi_hourly`` and ``smi_headers`` rows, counts
+and quarantined lines.
 
-Fleets write one small file per host and day, so the cost that matters is per statement,
-not per row. Files that share a layout (field list, header or not, delimiter, line end,
-compression) are read by one multi-file ``read_csv`` with the file name as a column and
-aggregated by file, GPU and hour in the same statement; repeated header lines are
-recognized in SQL and skipped. A large file is a batch of one: DuckDB streams it.
+Fleets write one small file per host and day, so the cost that matters is per statement
+and per file, not per row. Files that share a layout (field list, header or not,
+delimiter, line end, compression) are read by ONE multi-file ``read_csv`` whatever their
+hosts, each line one text cell split in SQL (:func:`~pipeline.ingest.telemetry.read.lines_source`),
+the file name a column, and aggregated by file, GPU and hour in the same statement. What
+differs per host (its name, its time zone) is a column of a small per-file table joined
+on the file name, not a statement per host; repeated header lines are recognized in SQL
+and skipped. A large file is read the same way: DuckDB streams it.
 
-The reject judge (:func:`judge_rejects`, and ``_bad`` in :func:`~pipeline.ingest.telemetry.facts.hourly_sql`)
-then decides per file: a file whose only problems are lines of the wrong number of cells
-keeps its result and those lines go to the quarantine; a file with anything else (an
-unreadable value, a changed header, bad bytes, mixed line ends) is read line by line by
+Then each file is judged: a file whose only problems are lines of the wrong number of
+cells keeps its result and those lines go to the quarantine (:func:`count_rejects`); a
+file with anything else (an unreadable value, a changed header, a blank line, bad bytes,
+mixed line ends, a statement that fails naming it) is read line by line by
 :func:`~pipeline.ingest.telemetry.stage.load_file`, cleaning cells with the same SQL.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +38,12 @@ from pipeline.ingest.telemetry import facts
 from pipeline.ingest.telemetry.fields import ALIASES, Field, header_fields
 from pipeline.ingest.telemetry.read import (
     BLANK_CHARS,
-    csv_source,
+    READ_ERRORS,
     first_line,
     line_end,
     line_reject,
+    lines_source,
+    open_binary,
     scratch,
     split_lines,
 )
@@ -45,8 +52,8 @@ from pipeline.warehouse import Loaded, Rejected
 
 log = logging.getLogger(__name__)
 
-#: Files per DuckDB statement: large enough that fixed costs vanish, small enough that
-#: one batch's hourly rows stay a few MB.
+#: Files per :func:`load_files` call for callers that feed one host's files in pieces
+#: (the Spark ingest's tasks); the stage hands over up to ``INGEST_FILES`` of all hosts.
 BATCH_FILES = 256
 
 
@@ -60,6 +67,12 @@ class Layout:
     newline: str  # the first line's end: LF, CRLF or CR
     gzip: bool
     header: tuple[tuple[str, ...], ...]  # per cell, its spellings a repeated header may use
+
+    @property
+    def group(self) -> tuple:
+        """What files of any hosts must share to be read by one statement (the header's
+        spellings aside)."""
+        return (self.fields, self.skip, self.delim, self.newline, self.gzip)
 
 
 def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[Field] | None]:
@@ -107,94 +120,163 @@ def spellings(f: Field, raw: str | None = None) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def judge_rejects(found: list[tuple], n: int) -> list[Rejected] | None:
-    """Quarantine rows for DuckDB's rejected lines of one file, or None when one of them is
-    something the exact path must judge (only cell-count errors are taken here).
+#: Decompressed bytes beyond which a file with lines of the wrong cell count is not scanned
+#: for their line numbers here: the line-by-line path, which streams, reads it instead.
+SCAN_BYTES = 256 << 20
 
-    The judgement is :func:`~pipeline.ingest.telemetry.read.line_reject`'s, the one the
-    line-by-line path makes.
+
+def count_rejects(path: Path, lay: Layout, expected: int) -> list[Rejected] | None:
+    """The quarantine rows of a file whose fast read found ``expected`` lines it could not
+    take, or None when one of them is something the exact path must judge (only lines of
+    the wrong number of cells are taken here).
+
+    The lines are numbered as the line-by-line path numbers them, and each is judged by
+    :func:`~pipeline.ingest.telemetry.read.line_reject`, the one judge. The file is given
+    back when its bytes hold a line end of another kind than its layout's (DuckDB and the
+    line-by-line path would cut its lines differently), a blank or header line, or when the
+    lines found are not exactly the ``expected`` ones.
     """
-    kinds: dict[int, set[str]] = {}
-    raws: dict[int, str] = {}
-    for line_no, kind, raw in found:
-        kinds.setdefault(int(line_no), set()).add(kind)
-        if raws.setdefault(int(line_no), raw or "") != (raw or ""):
-            return None
+    try:
+        with open_binary(path) as f:
+            data = f.read(SCAN_BYTES + 1)
+    except READ_ERRORS:
+        return None
+    if len(data) > SCAN_BYTES:
+        return None
+    other = data.replace(b"\r\n", b"") if lay.newline == "\r\n" else data
+    if (b"\r" in other and lay.newline != "\r") or (b"\n" in other and lay.newline != "\n"):
+        return None
+    n = len(lay.fields)
     rejects = []
-    for line_no in sorted(kinds):
-        raw = raws[line_no].strip("\r\n")
-        # Only lines DuckDB rejected for their number of cells, and that the one judge
-        # rejects too (a blank line or a header: the line-by-line path skips it).
-        if (not kinds[line_no] & {"MISSING COLUMNS", "TOO MANY COLUMNS"} or not raw.strip(BLANK_CHARS)
-                or header_fields(raw) is not None):
-            return None
-        rejected = line_reject(line_no, raw, n)
+    for line_no, line in enumerate(split_lines(data), 1):
+        if line_no <= lay.skip:
+            continue
+        if line_no == 1:
+            line = line.lstrip("\ufeff")
+        if line.count(",") + 1 == n:
+            continue
+        if not line.strip(BLANK_CHARS) or header_fields(line) is not None:
+            return None  # (blank, header: the line-by-line path skips it)
+        rejected = line_reject(line_no, line, n)
         if rejected is None or rejected.reason == "undecodable":
             return None  # (undecodable: the line-by-line path decodes the file its own way)
         rejects.append(rejected)
-    return rejects
+    return rejects if len(rejects) == expected else None
 
 
-def fast_batch(con, items: list[tuple[Path, int]], lay: Layout, *, host: str, tz: str) -> list[tuple[Loaded, pl.DataFrame] | None]:
-    """Each file's (counts and rejects, hourly rows), or None for a file that needs the
-    exact path. One DuckDB statement for the lot; a failing statement is split in halves.
-    ``con`` is a scratch engine (:func:`~pipeline.ingest.telemetry.read.scratch`)."""
+@dataclass(frozen=True)
+class Item:
+    """A file of a fast batch: its registry id, and its host's name and time zone."""
+
+    path: Path
+    file_id: int
+    host: str
+    tz: str
+
+
+_FAILED_FILE = re.compile(r"^\s*file = (.+?)\s*$", re.MULTILINE)
+
+
+def fast_batch(con, items: list[Item], lay: Layout, header: list[list[str]] | None = None,
+               ) -> list[tuple[Loaded, pl.DataFrame] | None]:
+    """Each file's (counts and rejects, ``smi_hourly`` rows), or None for a file that needs
+    the exact path. One DuckDB statement for the lot, whatever their hosts; when it fails,
+    the file its error names (else each half) is tried apart.
+    ``con`` is a scratch engine (:func:`~pipeline.ingest.telemetry.read.scratch`);
+    ``header``: per cell, the spellings a repeated header line may use (default: the
+    layout's)."""
+    if not items:
+        return []
     try:
-        return _fast_batch(con, items, lay, host=host, tz=tz)
+        return _fast_batch(con, items, lay, header)
     except EngineError as exc:
         if len(items) == 1:
-            log.info("%s: fast path declined (%s); reading line by line", items[0][0], exc)
+            log.info("%s: fast path declined (%s); reading line by line", items[0].path, exc)
             return [None]
+        named = {m.group(1) for m in _FAILED_FILE.finditer(str(exc))}
+        bad = [k for k, it in enumerate(items) if str(it.path) in named]
+    if len(bad) == 1:
+        k = bad[0]
+        log.info("%s: fast path declined; reading line by line", items[k].path)
+        return (fast_batch(con, items[:k], lay, header) + [None] + fast_batch(con, items[k + 1:], lay, header))
     half = len(items) // 2
-    return fast_batch(con, items[:half], lay, host=host, tz=tz) + fast_batch(con, items[half:], lay, host=host, tz=tz)
+    return fast_batch(con, items[:half], lay, header) + fast_batch(con, items[half:], lay, header)
 
 
-def _fast_batch(con, items, lay: Layout, *, host: str, tz: str):
-    """One ``read_csv`` over the batch's files, the file name a column: DuckDB's fixed cost
-    per statement is paid once per batch, not per file."""
+def _fast_batch(con, items: list[Item], lay: Layout, header):
+    """One ``read_csv`` over the batch's files, the file name a column, and the hourly
+    facts of all of them in the same statement: DuckDB's fixed cost per statement is paid
+    once per batch, not per file or host. A file's host and zone come from a small table
+    joined on the file name (``_smi_files``), so files of any hosts share the statement."""
     fields = list(lay.fields)
-    pos = {str(path): k for k, (path, _) in enumerate(items)}
-    src = csv_source([path for path, _ in items], len(fields), lay.skip, lay.delim, newline=lay.newline, gzip=lay.gzip)
-    # A statement that rejects nothing records no scan: the last statement's rejects go first.
-    for table in ("agg", "reject_errors", "reject_scans"):
-        con.execute(f"DROP TABLE IF EXISTS {table}", step="smi: clear the last batch")
-    header = [list(c) for c in lay.header]
-    con.execute(f"CREATE TEMP TABLE agg AS {facts.hourly_sql(fields, src, by_file=True, header=header)}",
-                step="smi: read a batch of files")
+    ts = [f.name for f in fields].index("timestamp")
+    src = lines_source([it.path for it in items], len(fields), ts, lay.skip, lay.delim, newline=lay.newline,
+                       gzip=lay.gzip)
+    header = header or [list(c) for c in lay.header]
+    con.register("_smi_files", pl.DataFrame(
+        {"filename": [str(it.path) for it in items], "file_id": [it.file_id for it in items],
+         "host": [it.host for it in items], "tz": [it.tz for it in items]},
+        schema={"filename": pl.Utf8, "file_id": pl.Int64, "host": pl.Utf8, "tz": pl.Utf8}))
+    try:
+        hourly = facts.hourly_sql(fields, src, by_file=True, header=header)
+        df = con.pl(facts.finish_hourly_sql(
+            f"(SELECT h.* EXCLUDE (filename), h._bad AS _bad_n, f.file_id, f.host AS _host, f.tz AS _tz "
+            f"FROM ({hourly}) h JOIN _smi_files f USING (filename))"), step="smi: read a batch of files")
+    finally:
+        con.unregister("_smi_files")
+    data = ~pl.col("_hdr")
+    nohour = pl.col("hour_local").is_null()
     per_file = {
-        pos[name]: (bad, n, headers)
-        for name, bad, n, headers in con.rows(
-            "SELECT filename, coalesce(sum(_bad) FILTER (NOT _hdr), 0) + count(*) FILTER (hour_local IS NULL AND NOT _hdr), "
-            "coalesce(sum(samples) FILTER (NOT _hdr), 0), coalesce(sum(samples) FILTER (_hdr), 0) FROM agg GROUP BY filename",
-            step="smi: per-file counts")
+        fid: (bad, odd, n, hdr) for fid, bad, odd, n, hdr in df.group_by("file_id").agg(
+            pl.col("_bad_n").filter(data & ~nohour).sum().alias("bad"),
+            pl.col("samples").filter(data & nohour).sum().alias("odd"),
+            pl.col("samples").filter(data).sum().alias("n"),
+            pl.col("samples").filter(~data).sum().alias("headers"),
+        ).iter_rows()
     }
-    found: dict[int, list[tuple]] = {}
-    for name, line, kind, raw in con.rows(
-        "SELECT DISTINCT s.file_path, e.line, e.error_type, e.csv_line FROM reject_errors e "
-        "JOIN reject_scans s USING (scan_id, file_id) ORDER BY 1, 2", step="smi: rejected lines"):
-        found.setdefault(pos[name], []).append((line, kind, raw))
     out: list[tuple[Loaded, int] | None] = []
-    ok: list[tuple[str, int]] = []
-    for k, (path, file_id) in enumerate(items):
-        bad, n, headers = per_file.get(k, (0, 0, 0))
-        rejects = judge_rejects(found.get(k, []), len(fields)) if not bad else None
+    ok: list[int] = []
+    for it in items:
+        bad, odd, n, headers = per_file.get(it.file_id, (0, 0, 0, 0))
+        # Groups with an hour and an unreadable value, or lines without an hour that are not
+        # all lines of the wrong cell count: the line-by-line path judges the file.
+        rejects = count_rejects(it.path, lay, int(odd)) if not bad and odd else [] if not bad else None
         if rejects is None:
             out.append(None)
             continue
-        n = int(n or 0)
+        n = int(n) - int(odd)
         # Header lines (the first and any repeated one) are skipped, as the exact path does.
         out.append((Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=int(headers) + lay.skip,
-                           rejects=rejects), file_id))
-        ok.append((str(path), file_id))
-    if ok:
-        con.register("ids", pl.DataFrame({"filename": [a for a, _ in ok], "file_id": [b for _, b in ok]},
-                                         schema={"filename": pl.Utf8, "file_id": pl.Int64}))
-        hourly = finish_hourly(con, "(SELECT agg.* EXCLUDE (_hdr), ids.file_id FROM agg JOIN ids USING (filename) WHERE NOT _hdr)", host, tz)
-        parts = hourly.partition_by("file_id", as_dict=True)
-    else:
-        parts = {}
-    empty = finish_hourly(con, None, host, tz)
+                           rejects=rejects), it.file_id))
+        ok.append(it.file_id)
+    good = df.filter(data & ~nohour & pl.col("file_id").is_in(ok)) if ok else df.clear()
+    parts = _to_utc(good).partition_by("file_id", as_dict=True) if ok else {}
+    empty = _no_hourly()
     return [None if r is None else (r[0], parts.get((r[1],), empty)) for r in out]
+
+
+def _to_utc(df: pl.DataFrame) -> pl.DataFrame:
+    """``smi_hourly`` rows of :func:`_fast_batch`'s frame: each file's local hours to UTC in
+    its host's zone (one conversion per zone), the host the line names, else the folder's."""
+    from pipeline.schemas import schema
+
+    zones = []
+    for (tz,), part in df.partition_by("_tz", as_dict=True).items():
+        zones.append(_hourly_utc(part, tz).with_columns(host=pl.coalesce(pl.col("line_host"), pl.col("_host"))))
+    cols = schema("smi_hourly").names
+    return pl.concat([z.select(cols) for z in zones]) if zones else _no_hourly()
+
+
+def _hourly_utc(df: pl.DataFrame, tz: str) -> pl.DataFrame:
+    """Local hours and first/last times to UTC in ``tz``."""
+    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
+    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
+    return df.with_columns(
+        hour=hour_utc,
+        ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
+        ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
+        file_id=pl.col("file_id").cast(pl.Int64),
+    )
 
 
 def finish_hourly(con, src: str | None, host: str, tz: str) -> pl.DataFrame:
@@ -204,19 +286,19 @@ def finish_hourly(con, src: str | None, host: str, tz: str) -> pl.DataFrame:
 
     cols = schema("smi_hourly")
     if src is None:
-        types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
-        return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in cols.columns})
-    df = con.pl(facts.finish_hourly_sql(src), step="smi: hourly facts")
-    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
-    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
-    df = df.with_columns(
-        hour=hour_utc,
-        ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
-        ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
-        file_id=pl.col("file_id").cast(pl.Int64),
-        host=pl.coalesce(pl.col("line_host"), pl.lit(host)),  # the line names its host, else the folder
-    )
+        return _no_hourly()
+    df = _hourly_utc(con.pl(facts.finish_hourly_sql(src), step="smi: hourly facts"), tz)
+    df = df.with_columns(host=pl.coalesce(pl.col("line_host"), pl.lit(host)))  # the line names its host, else the folder
     return df.select(cols.names)
+
+
+@functools.cache
+def _no_hourly() -> pl.DataFrame:
+    """An empty ``smi_hourly`` frame (built once: a file without rows gets this one)."""
+    from pipeline.schemas import schema
+
+    types = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64, "TIMESTAMP": pl.Datetime("us")}
+    return pl.DataFrame(schema={c.name: types.get(c.type, pl.Utf8) for c in schema("smi_hourly").columns})
 
 
 def cell(f: Field) -> str:
@@ -238,62 +320,105 @@ def headers_frame(file_id: int, host: str, last: list[Field] | tuple | None,
                          "start_fields": [_cells(start)]}, schema=_HEADS_SCHEMA)
 
 
+@dataclass
+class Run:
+    """Consecutive files of one host (rotation order) handed to :func:`load_runs`."""
+
+    host: str
+    tz: str
+    fields: list[Field] | None  # the field list in force before its first file
+    items: list[tuple[Path, int]]  # (path, file_id)
+
+
+@dataclass
+class _Pick:
+    """What the first pass made of a file: a fast layout, or its line-by-line result and
+    the field list that result started from."""
+
+    lay: Layout | None = None
+    start: list[Field] | None = None
+    result: tuple | None = None
+
+
 def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: list[Field] | None,
                single: Callable, start_of: Callable | None = None) -> list[tuple[Loaded, list[Field] | None]]:
-    """Hourly facts of consecutive files of one host (rotation order), batched by layout.
+    """Hourly facts of consecutive files of one host (rotation order): :func:`load_runs`
+    with one run; ``single(path, file_id, fields)``."""
+    run = Run(host, tz, fields, items)
+    return load_runs([run], single=lambda path, fid, flds, _run: single(path, fid, flds), start_of=start_of)[0]
 
-    ``fields`` is the field list in force before the first file; ``single(path, file_id,
-    fields)`` loads one file the exact way and returns ``(Loaded, fields after it)``.
-    ``start_of(path, fields)``: the field list a file starts with, given the one its
-    predecessor ended with (default: that one; the stage's header plan,
-    :mod:`pipeline.ingest.telemetry.header_plan`, may name another).
-    Returns, per file, its :class:`Loaded` and the field list in force after it.
+
+def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = None,
+              ) -> list[list[tuple[Loaded, list[Field] | None]]]:
+    """Hourly facts of many hosts' files, batched by layout across hosts.
+
+    ``single(path, file_id, fields, run)`` loads one file the exact way and returns
+    ``(Loaded, fields after it)``. ``start_of(path, fields)``: the field list a file starts
+    with, given the one its predecessor ended with (default: that one; the stage's header
+    plan, :mod:`pipeline.ingest.telemetry.header_plan`, may name another).
+    Returns, per run and file, its :class:`Loaded` and the field list in force after it.
     """
+    start_of = start_of or (lambda _path, flds: flds)
     with scratch() as con:
-        return _load_files(con, items, host=host, tz=tz, fields=fields, single=single,
-                           start_of=start_of or (lambda _path, flds: flds))
+        return _load_runs(con, runs, single=single, start_of=start_of)
 
 
-def _load_files(con, items, *, host, tz, fields, single, start_of):
-    results: list = [None] * len(items)
-    starts: list = [None] * len(items)  # the field list each file started with
-    current = fields
-    i = 0
-    while i < len(items):
-        current = start_of(items[i][0], current)
-        lay, _ = probe(items[i][0], current)
-        if lay is None:
-            starts[i] = current
-            results[i] = single(*items[i], current)
-            current = results[i][1]
-            i += 1
-            continue
-        j = i + 1
-        while (j < len(items) and j - i < BATCH_FILES
-               and probe(items[j][0], start_of(items[j][0], list(lay.fields)))[0] == lay):
-            j += 1
-        flds = list(lay.fields)
-        for k, res in zip(range(i, j), fast_batch(con, items[i:j], lay, host=host, tz=tz)):
-            current = start_of(items[k][0], current)
-            # A headerless file's fast result assumed the batch's fields: true while every
-            # file before it ended with them (or the plan names them).
-            if res is not None and (lay.skip or current == flds):
-                loaded, hourly = res
-                loaded.tables = {"smi_hourly": hourly}
-                starts[k] = flds if lay.skip else current
-                results[k] = (loaded, flds)
-                current = flds
+def _load_runs(con, runs: list[Run], *, single, start_of):
+    # 1. Each file's layout, its predecessor assumed read fast (a fast file ends with its
+    #    layout's fields); a file the fast path cannot take is read line by line now.
+    picks: list[list[_Pick]] = []
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    for r, run in enumerate(runs):
+        current, mine = run.fields, []
+        for k, (path, fid) in enumerate(run.items):
+            current = start_of(path, current)
+            lay, _ = probe(path, current)
+            if lay is None:
+                res = single(path, fid, current, run)
+                mine.append(_Pick(start=current, result=res))
+                current = res[1]
             else:
-                starts[k] = current
-                results[k] = single(*items[k], current)
-                current = results[k][1]
-        i = j
+                mine.append(_Pick(lay=lay))
+                groups.setdefault(lay.group, []).append((r, k))
+                current = list(lay.fields)
+        picks.append(mine)
+    # 2. One statement per layout, across hosts (a repeated header may use any spelling of
+    #    the layout's fields that one of its files' headers used).
+    fast: dict[tuple[int, int], tuple] = {}
+    for members in groups.values():
+        lays = [picks[r][k].lay for r, k in members]
+        header = [sorted(set().union(*cells)) for cells in zip(*(lay.header for lay in lays))]
+        items = [Item(runs[r].items[k][0], runs[r].items[k][1], runs[r].host, runs[r].tz) for r, k in members]
+        for (r, k), res in zip(members, fast_batch(con, items, lays[0], header)):
+            if res is not None:
+                fast[(r, k)] = res
+    # 3. In order again: a headerless file's fast result assumed the fields its predecessor
+    #    ended with; where the exact path of a predecessor ended otherwise, it is read again.
+    out: list[list] = []
+    heads: list[tuple[int, str, list[Field] | None, list[Field] | None, Loaded]] = []
+    for r, run in enumerate(runs):
+        current, results = run.fields, []
+        for k, (path, fid) in enumerate(run.items):
+            current = start_of(path, current)
+            pick = picks[r][k]
+            flds = list(pick.lay.fields) if pick.lay is not None else None
+            if (r, k) in fast and (pick.lay.skip or current == flds):
+                loaded, hourly = fast[(r, k)]
+                loaded.tables = {"smi_hourly": hourly}
+                heads.append((fid, run.host, flds, flds if pick.lay.skip else current, loaded))
+                res = (loaded, flds)
+            elif pick.result is not None and pick.start == current:
+                res = pick.result
+            else:
+                res = single(path, fid, current, run)
+            results.append(res)
+            current = res[1]
+        out.append(results)
     # One smi_headers frame for the files read in batches, a one-row slice each.
-    fast = [k for k, (loaded, _) in enumerate(results) if "smi_headers" not in loaded.tables]
-    if fast:
-        heads = pl.DataFrame({"file_id": [items[k][1] for k in fast], "host": host,
-                              "last_fields": [_cells(results[k][1]) for k in fast],
-                              "start_fields": [_cells(starts[k]) for k in fast]}, schema=_HEADS_SCHEMA)
-        for row, k in enumerate(fast):
-            results[k][0].tables["smi_headers"] = heads.slice(row, 1)
-    return results
+    if heads:
+        frame = pl.DataFrame({"file_id": [h[0] for h in heads], "host": [h[1] for h in heads],
+                              "last_fields": [_cells(h[2]) for h in heads],
+                              "start_fields": [_cells(h[3]) for h in heads]}, schema=_HEADS_SCHEMA)
+        for row, h in enumerate(heads):
+            h[4].tables["smi_headers"] = frame.slice(row, 1)
+    return out

@@ -1,6 +1,6 @@
 """Reading nvidia-smi CSV logs: many files per DuckDB statement, or one file line by line.
 
-The fast path (:func:`csv_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
+The fast path (:func:`lines_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
 and parallel parsing included), the file name a column; :mod:`pipeline.ingest.telemetry.batch`
 aggregates in the same statement and judges what it rejected. A file it gives back goes
 through the line-by-line path (:func:`read_exact`), which walks the file in blocks with line
@@ -134,24 +134,37 @@ def stage_scratch() -> Iterator[DuckDBEngine]:
             _lent = None
 
 
-def csv_source(paths: list[Path], n: int, skip: int, delim: str = ", ", *, newline: str = "\n",
-               gzip: bool = False) -> str:
-    """DuckDB ``read_csv`` over many files as ``n`` raw text columns ``c0..`` and ``filename``.
+def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n",
+                 gzip: bool = False) -> str:
+    """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``.
 
-    One statement reads every file of a layout: DuckDB's cost per file read that way is
-    small, per statement large. nvidia-smi separates cells with ``, ``; reading with that
-    two-byte delimiter hands over cells without their leading space, so no per-cell trim is
-    needed. No quoting (nvidia-smi never quotes), no type guessing: cell meaning is the
-    SQL of :mod:`pipeline.ingest.telemetry.fields`, whichever path reads the line.
+    Each line is read as ONE text column and split at ``delim`` in SQL: DuckDB's CSV parser
+    costs several times more per small file with many columns than with one. The cells are
+    the line-by-line path's (:func:`read_exact`: split at every comma, spaces trimmed) on
+    every line the split takes: ``n`` cells, ``n - 1`` commas, no space before a comma or
+    doubled after one (nvidia-smi separates cells with ``, ``), none at either end.
+
+    Any other line (a wrong number of cells, odd spacing, a blank line, a line end of
+    another kind than the file's inside it) gets no timestamp (cell ``c<ts>`` NULL), so it
+    lands in a group without an hour, which :mod:`pipeline.ingest.telemetry.batch` counts
+    per file and settles (:func:`~pipeline.ingest.telemetry.batch.count_rejects`) or gives
+    the file to the line-by-line path. No quoting (nvidia-smi never quotes), no type
+    guessing: cell meaning is the SQL of :mod:`pipeline.ingest.telemetry.fields`.
     """
-    cols = "{" + ", ".join(f"{literal(f'c{i}')}: 'VARCHAR'" for i in range(n)) + "}"
-    # (no nullstr list for markers: matching each cell against it costs a fifth of the read)
-    return (
-        f"read_csv([{literals(str(p) for p in paths)}], columns={cols}, header=false, skip={skip}, "
-        f"delim={literal(delim)}, new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
-        f"auto_detect=false, null_padding=false, store_rejects=true, filename=true, "
-        f"compression={literal('gzip' if gzip else 'none')})"
+    plain = (f"len(l) = {n} AND length(line) - length(replace(line, ',', '')) = {n - 1} "
+             f"AND NOT contains(line, ' ,') AND NOT contains(line, {literal(delim + ' ')}) "
+             "AND NOT starts_with(line, ' ') AND NOT ends_with(line, ' ') "
+             "AND NOT contains(line, chr(13)) AND NOT contains(line, chr(10))")
+    cells = ", ".join(f"CASE WHEN {plain} THEN l[{i + 1}] END AS c{i}" if i == ts else f"l[{i + 1}] AS c{i}"
+                      for i in range(n))
+    # delim chr(1): never in a log line, so each line is one cell; a line holding one makes
+    # the statement fail naming its file, which then goes line by line alone.
+    read = (
+        f"read_csv([{literals(str(p) for p in paths)}], columns={{'line': 'VARCHAR'}}, header=false, "
+        f"skip={skip}, delim=chr(1), new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
+        f"auto_detect=false, filename=true, compression={literal('gzip' if gzip else 'none')})"
     )
+    return f"(SELECT filename, {cells} FROM (SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))"
 
 
 #: A file's line end -> DuckDB's ``new_line`` option.
@@ -307,6 +320,47 @@ def read_exact(path: Path, fields: list[Field] | None, out: ExactRead, *, block:
     out.last_fields = current
 
 
+#: Why a data line of a headerless file without a field list is quarantined.
+NO_HEADER = "headerless file and no field list: pass --fields or set telemetry.fields"
+
+#: Decompressed bytes up to which :func:`read_unheaded` takes a file in one read.
+UNHEADED_BYTES = BLOCK_BYTES  # (one block: lines and their decoding exactly as read_exact cuts them)
+
+
+def read_unheaded(path: Path) -> ExactRead | None:
+    """:func:`read_exact` of a file read with no field list that holds no header line, in
+    one pass of plain Python: every data line is quarantined as ``no_header`` (a host
+    whose collector never wrote a header, before ``telemetry.fields`` names its query).
+
+    None when the file needs :func:`read_exact` after all: a problem with the whole file, a
+    damaged gzip, a line that may be a header, or more than :data:`UNHEADED_BYTES`. The
+    lines, their numbers and fates are :func:`read_exact`'s (any line end, the first line's
+    byte order mark dropped, blank lines skipped).
+    """
+    if sniff.file_problem(path) is not None:
+        return None
+    try:
+        with open_binary(path) as f:
+            data = f.read(UNHEADED_BYTES + 1)
+    except (*READ_ERRORS, gzip.BadGzipFile, ValueError):
+        return None
+    if len(data) > UNHEADED_BYTES:
+        return None
+    out = ExactRead()
+    header_shape = re.compile(_HEADER_SHAPE)
+    for line_no, line in enumerate(split_lines(data), 1):
+        if line_no == 1:
+            line = line.lstrip("\ufeff")
+        if not line.strip(BLANK_CHARS):
+            out.rows_skipped += 1
+            continue
+        if header_shape.match(line):
+            return None  # (perhaps a header: read_exact follows it)
+        out.rows_read += 1
+        out.rejects.append(Rejected(line_no, "no_header", line, NO_HEADER))
+    return out
+
+
 def line_reject(line_no: int, line: str, n: int) -> Rejected | None:
     """The reject judge for a whole line under a field list of ``n`` fields: bytes that are
     not UTF-8, one of nvidia-smi's own messages, too few or too many cells (split at commas,
@@ -327,7 +381,7 @@ def line_reject(line_no: int, line: str, n: int) -> Rejected | None:
 def _split(part: pl.DataFrame, fields: list[Field] | None, out: ExactRead) -> Segment | None:
     if fields is None:
         out.rejects.extend(
-            Rejected(ln, "no_header", line, "headerless file and no field list: pass --fields or set telemetry.fields")
+            Rejected(ln, "no_header", line, NO_HEADER)
             for ln, line in part.select("line_no", "line").iter_rows()
         )
         return None

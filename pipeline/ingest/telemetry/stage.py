@@ -8,11 +8,12 @@ nothing else: ``gpu_days`` is derived from ``smi_hourly`` by :func:`derive_gpu_d
 which the nightly job runs after this stage.
 
 Telemetry is the bulk of the data. Fleets mostly write it as many small files (one per host
-and day), whose cost is per statement: one DuckDB ``read_csv`` reads a batch of a host's
-files that share a layout, the file name a column (:mod:`pipeline.ingest.telemetry.batch`,
-and :meth:`Warehouse.ingest_batch` over up to :data:`INGEST_FILES` files of any hosts: one
-transaction, registry look-up and insert per table for the lot, a registry row per file;
-one scratch engine serves the whole stage). A large file is a batch of one, streamed.
+and day), whose cost is per statement and per file: :meth:`Warehouse.ingest_batch` takes
+up to :data:`INGEST_FILES` files of any hosts (one transaction, registry look-up and insert
+per table for the lot, a registry row per file), and within them ONE DuckDB ``read_csv``
+reads all files that share a layout, whatever their hosts, the file name a column; each
+file's host and time zone are columns joined from a small per-file table
+(:mod:`pipeline.ingest.telemetry.batch`). One scratch engine serves the whole stage.
 Only files the fast path gives back are read line by line
 (:mod:`pipeline.ingest.telemetry.read`); both clean cells with the SQL generated from one
 table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
@@ -37,7 +38,6 @@ from pipeline.ingest.telemetry.batch import (
     cell,
     finish_hourly,
     headers_frame,
-    load_files,
     probe,
 )
 from pipeline.ingest.telemetry.fields import (
@@ -53,6 +53,7 @@ from pipeline.ingest.telemetry.read import (
     Segment,
     first_line,
     read_exact,
+    read_unheaded,
     scratch,
     stage_scratch,
 )
@@ -295,7 +296,7 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
     """
     lay, hf = probe(path, fields)
     with scratch() as con:
-        got = batch.fast_batch(con, [(path, file_id)], lay, host=host, tz=tz)[0] if fast and lay is not None else None
+        got = batch.fast_batch(con, [batch.Item(path, file_id, host, tz)], lay)[0] if fast and lay is not None else None
         if got is not None:
             (loaded, frame), last = got, list(lay.fields)
         else:
@@ -309,9 +310,10 @@ def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, 
     (blank, header, wrong cell count, unreadable value: :func:`_bad_rows`), the rest
     aggregated by the same SQL as the fast path. Returns (Loaded, smi_hourly rows, the
     field list in force at the end)."""
-    out = ExactRead()
+    quick = read_unheaded(path) if fields is None else None  # nothing to aggregate: no field list
+    out = quick or ExactRead()
     parts = []
-    for seg in read_exact(path, fields, out):
+    for seg in [] if quick else read_exact(path, fields, out):
         if "timestamp" not in [f.name for f in seg.fields]:
             out.rejects.extend(
                 Rejected(ln, "no_timestamp", line, "the field list has no timestamp")
@@ -384,18 +386,19 @@ def run(ctx) -> None:
             prev = path
     state: dict[Path, list[Field] | None] = {}
     key_of = functools.cache(ctx.file_key)  # (a file's registry key resolves its path: once a run)
+    configured = functools.cache(functools.partial(configured_fields, ctx.cfg))  # (once a host)
 
     def before(host: str, prev: Path | None) -> list[Field] | None:
         if prev is not None:
             if prev in state:
-                return state[prev] or configured_fields(ctx.cfg, host)
+                return state[prev] or configured(host)
             reg = wh.registered(STAGE, key_of(prev))
             if reg:
                 rows = wh.engine.rows(f"SELECT last_fields FROM smi_headers WHERE file_id = {literal(reg['file_id'])}",
                                       step="smi: a file's last header")
                 if rows and rows[0][0]:
                     return header_fields(rows[0][0])
-        return configured_fields(ctx.cfg, host)
+        return configured(host)
 
     info = {path: (host, prev) for path, host, prev in plan}
     # The header plan's choice for files that start without a header (filled by
@@ -424,15 +427,17 @@ def run(ctx) -> None:
         paths = [path for path, _, _ in entries]
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
-        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of)
+        return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of,
+                               configured=configured)
 
     with stage_scratch():
         results = ingest(plan)
-        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of))
+        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of, configured))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
-def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of) -> dict[Path, FileResult]:
+def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of,
+                    configured) -> dict[Path, FileResult]:
     """Read every file that starts without a header with the header
     :func:`~pipeline.ingest.telemetry.header_plan.plan_starts` picks for it from all the host's files
     present now, and record the pick (``smi_headers.header_from``).
@@ -475,7 +480,7 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
             files.append(header_plan.HostFile(key, first is not None, own_first,
                                               header_plan.from_cells(last) if own_first else None,
                                               [] if first is not None else functools.partial(header_plan.head_sample, path)))
-        starts = header_plan.plan_starts(files, configured_fields(ctx.cfg, host))
+        starts = header_plan.plan_starts(files, configured(host))
         for (path, prev), key, f, st in zip(entries, keys, files, starts):
             file_id, start = reg[key][:2]
             record.append((file_id, st.source, header_plan.cells_text(f.own_first) or ""))
@@ -517,35 +522,30 @@ INGEST_FILES = 2000
 
 
 def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
-                    key_of=None) -> dict[Path, FileResult]:
+                    key_of=None, configured=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, :data:`INGEST_FILES`
-    at a time (one transaction each); within a chunk each host's files are read
-    :data:`BATCH_FILES` at a time (a few DuckDB statements each). Returns each file's
-    result (``reload``: even the unchanged ones are loaded again)."""
+    at a time (one transaction each); within a chunk, the files of all hosts that share a
+    layout are read by one DuckDB statement (:func:`~pipeline.ingest.telemetry.batch.load_runs`).
+    Returns each file's result (``reload``: even the unchanged ones are loaded again)."""
     info = {path: (host, prev) for path, host, prev in plan}
 
-    def single(path: Path, file_id: int, fields, host: str, tz: str):
-        loaded, last = load_file(path, file_id, host=host, tz=tz, fields=fields, fast=False)
-        return loaded, last or configured_fields(ctx.cfg, host)
+    def single(path: Path, file_id: int, fields, run: batch.Run):
+        loaded, last = load_file(path, file_id, host=run.host, tz=run.tz, fields=fields, fast=False)
+        return loaded, last or (configured or functools.partial(configured_fields, ctx.cfg))(run.host)
 
     def loader(items: list[tuple[Path, int]]) -> list[Loaded]:
-        out: list[Loaded] = []
         # Unchanged files are not handed over: a run of a host's consecutive files starts
         # from the field list its predecessor ended with (loaded now, or in the registry).
-        runs: list[list[tuple[Path, int]]] = []
+        runs: list[batch.Run] = []
         for path, fid in items:
-            if runs and info[path][1] == runs[-1][-1][0]:
-                runs[-1].append((path, fid))
-            else:
-                runs.append([(path, fid)])
-        for run_items in runs:
-            host, prev = info[run_items[0][0]]
-            tz = ctx.cfg.site_tz(sites.get(host_key(host)))
-            fields = before(host, prev)
-            for (path, _), (loaded, last) in zip(
-                run_items, load_files(run_items, host=host, tz=tz, fields=fields, start_of=start_of,
-                                      single=functools.partial(single, host=host, tz=tz))
-            ):
+            if runs and info[path][1] == runs[-1].items[-1][0]:
+                runs[-1].items.append((path, fid))
+                continue
+            host, prev = info[path]
+            runs.append(batch.Run(host, ctx.cfg.site_tz(sites.get(host_key(host))), before(host, prev), [(path, fid)]))
+        out: list[Loaded] = []
+        for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of)):
+            for (path, _), (loaded, last) in zip(run.items, results):
                 state[path] = last
                 out.append(loaded)
         return out
