@@ -57,12 +57,12 @@ def bare_read(files: list[str]) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def stage_seconds(data: Path, work: Path) -> dict[str, float]:
+def stage_seconds(data: Path, work: Path, config: Path | None) -> dict[str, float]:
     """Wall seconds of the smi and xid stages (run.py's order and derivations) on a new warehouse."""
     from pipeline.config import load_config
     from pipeline.run import run_pipeline
 
-    cfg = load_config(None)
+    cfg = load_config(config)
     wh, out = work / "bench.duckdb", work / "out"
     run_pipeline(cfg, data, wh, out, stages=["inventory"])
     times = {}
@@ -78,21 +78,28 @@ def main() -> None:
     ap.add_argument("--data", type=Path, required=True, help="the fleet's input folder")
     ap.add_argument("--simulate", default="", help="fleetfault simulate options, used when --data is missing")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="fleetfault.toml (default: DATA/truth/fleetfault.toml when simulate wrote one: it names "
+                         "the fields of the hosts that log without a header, as a site's config would; "
+                         "without it their files are quarantined as no_header)")
     args = ap.parse_args()
     if not args.data.exists():
         if not args.simulate:
             sys.exit(f"{args.data} does not exist; give --simulate OPTIONS to write it")
         subprocess.run([sys.executable, "-m", "pipeline.cli", "simulate", *shlex.split(args.simulate),
                         "--out", str(args.data), "-q"], check=True, cwd=ROOT)
+    truth = args.data / "truth" / "fleetfault.toml"
+    config = args.config or (truth if truth.exists() else None)
+    print(f"config: {config or 'defaults'}")
     smi_files, kernel_files = _files(args.data / "telemetry"), _files(args.data / "kernel")
     gz = [f for f in smi_files + kernel_files if f.endswith(".gz")]
     print(f"{len(smi_files)} telemetry files, {len(kernel_files)} kernel files ({len(gz)} gzipped)")
     bare = {"smi": [bare_read(smi_files)], "xid": [bare_read(kernel_files)]}
     with tempfile.TemporaryDirectory(prefix="fleetfault-history-") as tmp:
-        stages = stage_seconds(args.data, Path(tmp))
+        stages = stage_seconds(args.data, Path(tmp), config)
     bare["smi"].append(bare_read(smi_files))
     bare["xid"].append(bare_read(kernel_files))
-    result = {"data": str(args.data), "telemetry_files": len(smi_files), "kernel_files": len(kernel_files)}
+    result = {"data": str(args.data), "config": str(config or ""), "telemetry_files": len(smi_files), "kernel_files": len(kernel_files)}
     for stage in ("smi", "xid"):
         b_s, lines = min(bare[stage])
         result[stage] = {"stage_s": round(stages[stage], 2), "bare_s": round(b_s, 2), "lines": lines,
