@@ -24,7 +24,7 @@ import typer
 from rich.table import Table
 
 from pipeline.cli_app import (  # noqa: F401  (re-exported: older code imports them from here)
-    ConfigOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
+    ConfigOpt, OutOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
     warehouse_path,
 )
 from pipeline.config import with_engine
@@ -124,7 +124,7 @@ EXPORTS: dict[str, tuple[str, list[str] | None]] = {
 @app.command()
 def export(
     table: Annotated[str, typer.Argument(help="xid, tickets, gpu_days, failures, inventory, quarantine, files or runs.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")],
+    out: OutOpt,
     warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:

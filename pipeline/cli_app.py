@@ -33,6 +33,7 @@ console = Console(stderr=True)
 out_console = Console()
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config file (TOML). Default: ./fleetfault.toml if present, else built-in defaults.")]
+OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")]
 WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config (fleetfault.duckdb).")]
 
 _GROUPS: dict[str, typer.Typer] = {}

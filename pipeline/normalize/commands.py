@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, OutOpt, WarehouseOpt
 
 #: The contract's ``normalize`` columns, in order.
 NORMALIZE_COLUMNS = ["ticket_id", "service_point", "opened_at", "host", "serial", "part_text", "symptom_text",
@@ -17,7 +17,7 @@ NORMALIZE_COLUMNS = ["ticket_id", "service_point", "opened_at", "host", "serial"
 
 def normalize(
     files: Annotated[list[Path], typer.Argument(help="Ticket exports: CSV (any common encoding), XLSX, an HTML table saved as .xls, JSON or JSONL.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")],
+    out: OutOpt,
     point: Annotated[Optional[str], typer.Option("--point", help="Service point whose config (columns, date order, zone) applies. Default: each file's folder name.")] = None,
     config: ConfigOpt = None,
     warehouse: WarehouseOpt = None,

@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from pipeline.cli_app import OutOpt
 from pipeline.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def predict(
-        out: Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")],
+        out: OutOpt,
         as_of: Annotated[Optional[str], typer.Option("--as-of", help="Day to rank (YYYY-MM-DD). Default: the last day of data.")] = None,
         warehouse: Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config.")] = None,
         config: Annotated[Optional[Path], typer.Option("--config", help="Config file (TOML).")] = None,

@@ -8,12 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, OutOpt, WarehouseOpt
 
 LifetimesOpt = Annotated[Optional[Path], typer.Option(
     "--lifetimes", help="A lifetime table (CSV or Parquet: id, start, end, failed, and grouping columns) "
                         "instead of the warehouse.")]
-OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")]
 
 
 def _source(lifetimes: Path | None, cfg, warehouse: Path | None, stack):

@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt
+from pipeline.cli_app import ConfigOpt, OutOpt
 
 
 def parse_xid(
     files: Annotated[list[Path], typer.Argument(help="Kernel logs (dmesg, dmesg -T/-H/iso, syslog, journalctl, kern.log), plain or .gz.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")],
+    out: OutOpt,
     host: Annotated[Optional[str], typer.Option("--host", help="Host of every file. Default: each file's folder name (a syslog line's own host wins).")] = None,
     tz: Annotated[Optional[str], typer.Option("--tz", help="Zone of local timestamps (dmesg -T, syslog), e.g. Asia/Shanghai. Default: time.default_tz in the config.")] = None,
     boot_time: Annotated[Optional[str], typer.Option("--boot-time", help="Boot time (ISO 8601) for uptime-only dmesg lines without a boot marker.")] = None,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, console, group, out_console, parse_inputs, setup
+from pipeline.cli_app import ConfigOpt, OutOpt, console, group, out_console, parse_inputs, setup
 from pipeline.errors import UsageError
 
 
@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
     @parse.command("smi")
     def parse_smi(
         files: Annotated[list[Path], typer.Argument(help="nvidia-smi --query-gpu CSV logs (.csv or .csv.gz), oldest first.")],
-        out: Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")],
+        out: OutOpt,
         fields: Annotated[Optional[str], typer.Option("--fields", help="Query fields of headerless (noheader) files, comma-separated, e.g. timestamp,index,temperature.gpu.")] = None,
         host: Annotated[Optional[str], typer.Option("--host", help="Host of the samples. Default: each file's folder name.")] = None,
         tz: Annotated[Optional[str], typer.Option("--tz", help="Time zone of the timestamps (IANA name). Default: time.default_tz in the config (UTC).")] = None,
