@@ -1,0 +1,90 @@
+"""Integrity of the fourth blind holdout, ``tests/data/coding_corpus/holdout4.csv``.
+
+The file is an evaluation set the ticket coder has never seen (``HOLDOUT4.md``). These checks
+only keep it well formed, frozen and new; they never run the coder on it, so that it can be
+measured once, later, without having been tuned on.
+"""
+import csv
+import hashlib
+import re
+from collections import Counter
+from pathlib import Path
+
+# The taxonomy's code lists are the copy kept in the holdout3 test; importing its contract
+# comparison runs it here too (it skips cleanly without ../shared/CONTRACT.md).
+from tests.test_coding_corpus_holdout3 import (
+    DIFFICULTIES,
+    GOLD,
+    HAN,
+    LANGUAGES,
+    test_code_lists_match_the_contract,  # noqa: F401  (collected here: runs in this file too)
+)
+
+CORPUS = Path(__file__).parent / "data" / "coding_corpus"
+FILE = CORPUS / "holdout4.csv"
+# Pinned so that any edit is deliberate: change it together with HOLDOUT4.md's "Changes".
+SHA256 = "93e8d2144620a6ebe7ff9d0d1d4d9805519925e56f698bd214f1ad32d06db682"
+
+VOICES = {"RBT": "remed_bot", "BRF": "br_field", "WCO": "colo_wechat", "TWB": "tw_burnin",
+          "GCS": "cloud_support", "RCV": "rma_receiving", "SBD": "slack_digest", "UNI": "hpc_email",
+          "CLB": "cn_ailab", "RAT": "rack_accept", "HTL": "cn_hotline", "FRF": "fr_field",
+          "TWN": "tw_noc"}
+TEXT = ("part", "symptom", "action")
+
+
+def _read(path):
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _digest(*fields):
+    return hashlib.sha256("\x1f".join(fields).encode("utf-8")).hexdigest()
+
+
+def test_frozen_and_in_the_corpus_format():
+    assert hashlib.sha256(FILE.read_bytes()).hexdigest() == SHA256
+    with (CORPUS / "dev.csv").open(encoding="utf-8", newline="") as dev, \
+            FILE.open(encoding="utf-8", newline="") as mine:
+        assert next(csv.reader(mine)) == next(csv.reader(dev))
+
+
+def test_every_row_is_well_tagged_and_coded():
+    """Gold codes from the taxonomy, empty exactly on ambiguous rows; ids voice-prefixed;
+    Chinese characters exactly on the rows not tagged `en`; guide rules 1-13."""
+    for r in _read(FILE):
+        tid = r["ticket_id"]
+        assert all(r[c] in allowed or not r[c] for c, allowed in GOLD.items()), tid
+        assert (r["difficulty"] == "ambiguous") == (not all(r[c] for c in GOLD)), tid
+        prefix, _, number = tid.partition("-")
+        assert VOICES.get(prefix) == r["voice"] and re.fullmatch(r"\d{3}", number), tid
+        assert r["service_point"] == "coding_corpus", tid
+        assert {r["difficulty"]} <= DIFFICULTIES and {r["language"]} <= LANGUAGES, tid
+        assert r["symptom"].strip() or r["part"].strip(), tid
+        assert bool(HAN.search("".join(r[c] for c in TEXT))) != (r["language"] == "en"), tid
+        rules = [x for x in r["guide_rules"].split(",") if x]
+        assert all(x.isdigit() and 1 <= int(x) <= 13 for x in rules), tid
+
+
+def test_size_voices_and_no_text_twice():
+    rows = _read(FILE)
+    assert len(rows) >= 500 and len({r["voice"] for r in rows}) >= 10
+    assert len({r["ticket_id"] for r in rows}) == len(rows)
+    assert Counter(tuple(r[c] for c in TEXT) for r in rows).most_common(1)[0][1] == 1
+
+
+def test_nothing_is_shared_with_the_other_corpus_files():
+    """Neither a ticket (its three fields), nor a long symptom text, nor an id of this file is
+    in another corpus file of the folder (first_sight/ holds scores, no ticket text): the
+    holdout is new text. Compared by hash, so nobody editing this file has to read the others."""
+    tickets, symptoms, ids = set(), set(), set()
+    for path in sorted(CORPUS.glob("*.csv")):
+        for r in _read(path) if path != FILE else ():
+            tickets.add(_digest(*(r.get(c) or "" for c in TEXT)))
+            symptoms.add(_digest((r.get("symptom") or "").strip()))
+            ids.add(_digest(r.get("ticket_id") or ""))
+    assert tickets, "no other corpus file found next to holdout4.csv"
+    for r in _read(FILE):
+        assert _digest(*(r[c] for c in TEXT)) not in tickets, r["ticket_id"]
+        long_symptom = len(r["symptom"].strip()) >= 40
+        assert not long_symptom or _digest(r["symptom"].strip()) not in symptoms, r["ticket_id"]
+        assert _digest(r["ticket_id"]) not in ids, r["ticket_id"]
