@@ -61,18 +61,21 @@ def test_nccl_rolled_back_is_still_software(m, action):
     ("", "smartd[1121]: Device: /dev/nvme1, Critical Warning (0x04): Reliability", "nvme1 replaced", ("STORAGE", "OTHER")),
     ("ibmc", "ibmc 管理口无法登录，业务正常", "处理过程：带内执行 bmc 冷复位后恢复", ("BMC", "OTHER")),
     ("网卡", "网卡 port 冇 link，换过网线都係咁", "换张网卡，link 返嚟", ("NIC", "OTHER")),
-    ("", "[SDR] FAN5_F | 0 RPM | lcr | Lower Critical going low - Asserted", "fan5 replaced", ("FAN", "FAN_FAULT")),
-    ("BMC", "web UI unreachable, host up", "bmc cold reset", ("BMC", "OTHER")),
+    ("系统盘", "系统盘 smart 告警，reallocated sector 超阈值", "换块系统盘", ("STORAGE", "OTHER")),
+    ("BMC", "BMC web UI unreachable, host up", "bmc cold reset", ("BMC", "OTHER")),
 ])
 def test_a_part_without_gpu_symptoms_gets_its_own(m, part, symptom, action, want):
     c = m.match_row(part, symptom, action)
     assert (c.part_code, c.symptom_code) == want
 
 
-@pytest.mark.parametrize("part, action", [("dimm", "dimm reseated"), ("内存", "内存条换")])
-def test_a_dimm_with_no_symptom_word_is_left_to_a_person(m, part, action):
-    c = m.match_row(part, "", action)
-    assert c.part_code == "DIMM" and c.symptom_code is None
+@pytest.mark.parametrize("part, symptom, action", [
+    ("dimm", "dimm B2 flagged", "dimm reseated"), ("内存", "内存条告警", "内存条换"),  # memory codes: a person decides
+    ("网卡", "", "换网卡"), ("NIC", "qwxz", "replaced NIC"),  # nothing said of the part
+])
+def test_no_symptom_is_implied_for_a_dimm_or_a_field_that_says_nothing_of_the_part(m, part, symptom, action):
+    c = m.match_row(part, symptom, action)
+    assert c.part_code is not None and c.symptom_code is None
 
 
 # -- Chinese verbs with a measure word, or after the part ---------------------------------------

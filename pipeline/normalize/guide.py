@@ -316,12 +316,13 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     if _sure(part, thr) and "two_parts" not in tags["part"] and symptom.code and symptom.code not in tax.part_symptoms.get(part.code, (symptom.code,)):
         # a NIC "not detected", a drive "hung": the GPU's symptom codes are not theirs (rule 10)
         symptom = Match(_first_symptom(tax, part.code), min(symptom.score, S_IMPLIED), "part_symptom")
-    if symptom.code is None and symptom.how not in ("undecided", "empty") and _sure(part, thr) and \
-            "two_parts" not in tags["part"]:
+    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and (
+            symptom.how == "vague" or (symptom.how != "undecided" and texts[1].names_part(part.code))):
         # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault; a NIC, drive or BMC
-        # whose fault the ticket names in no symptom word ("smartd: Critical Warning", "网口 link
+        # the symptom field reports on, with no symptom word ("smartd: Critical Warning", "网口 link
         # 断") has the symptom its part may have: OTHER (rule 10); a DIMM or CPU, whose own errors
-        # have memory codes, is left to a person, and so is a symptom field left empty
+        # have memory codes, is left to a person, and so is a symptom field that is empty or says
+        # nothing of the part ("qwxz")
         allowed = tax.part_symptoms.get(part.code or "", frozenset())
         other = OTHER in allowed and not any(c.startswith("MEMORY_") for c in allowed)
         implied = tax.implies_symptom.get(part.code) or (OTHER if other else None)
