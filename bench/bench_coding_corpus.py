@@ -243,10 +243,12 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     print("| dimension | s | codes | right | precision | mean score |\n|---|---|---|---|---|---|")
     thresholds = {}
     for d in DIMS:
-        for r in reliability(oof[d], ok[d], (0, 50, 80, 85, 90, 93, 95, 96, 97, 98, 99)):
-            if r["codes"]:
-                print(f"| {d} | {r['score_at_least']:.0f} | {r['codes']} | {r['right']} | {r['precision']:.3f} | {r['mean_score']:.3f} |")
         thresholds[d] = threshold_for(oof[d], ok[d], target)
+        # the round cuts, and the dimension's own threshold among them
+        cuts = sorted({0, 50, 80, 85, 90, 93, 95, 96, 97, 98, 99} | ({thresholds[d]} if thresholds[d] is not None else set()))
+        for r in reliability(oof[d], ok[d], tuple(cuts)):
+            if r["codes"]:
+                print(f"| {d} | {r['score_at_least']:g} | {r['codes']} | {r['right']} | {r['precision']:.3f} | {r['mean_score']:.3f} |")
     print(f"\nlowest out-of-fold score with precision >= {target}: {thresholds}")
     import dataclasses
 

@@ -207,3 +207,21 @@ def test_a_changed_examples_file_is_fitted_anew(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "coding_prior").glob("*.pkl"))) == 2
     got = second.predict({"part": ["psu"], "symptom": ["psu failed"], "action": ["reseated psu"]})
     assert got["part"][0][0] == "FAN"
+
+
+# -- a server that will not power on did not start ------------------------------------------
+@pytest.mark.parametrize("symptom", [
+    "Server will not power on, no LEDs, BMC reachable",
+    "System does not power on; PSUs green.",
+    "n-261 node dead, no power on at all, bmc up",
+    "Server cannot power on, press power button nothing happen",
+    "服务器上电后无法开机，电源指示灯闪烁",
+    "部機開唔到機",
+])
+def test_a_server_that_will_not_power_on_is_a_boot_failure(m, symptom):
+    assert m.match_row("", symptom, "motherboard replaced").symptom_code == "BOOT_FAILURE"
+
+
+@pytest.mark.parametrize("symptom", ["PSU1 failed, server will not power on", "电源模块故障告警"])
+def test_a_power_part_reported_failing_stays_a_power_fault(m, symptom):
+    assert m.match_row("", symptom, "replaced PSU1").symptom_code == "POWER_FAULT"
