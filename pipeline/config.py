@@ -114,9 +114,10 @@ class Tickets(_Frozen):
 @dataclass(frozen=True)
 class Normalize(_Frozen):
     # Scores (0-100, calibrated: the chance in percent that the code is right) at or above
-    # this are coded automatically; below go to review. The default is chosen on out-of-fold
-    # predictions of hand-written tickets (bench/RESULTS.md, issue 16).
-    auto_threshold: float = 96.0
+    # this are coded automatically; below go to review. Unset: each dimension's own threshold
+    # from the calibration file, the lowest score whose codes were right 99% of the time out of
+    # fold on hand-written tickets (bench/RESULTS.md, issue 16); a number applies to all three.
+    auto_threshold: float | None = None
     # Replace the bundled taxonomy (pipeline/declared/taxonomy.yaml) or add aliases to it.
     taxonomy: str = ""
     extra_aliases: str = ""
@@ -365,7 +366,7 @@ def _convert(tp, value, name: str, problems: list[str]):
 
 #: Allowed ranges: (key, test, what is allowed).
 _RANGES: tuple[tuple[str, typing.Callable[[typing.Any], bool], str], ...] = (
-    ("normalize.auto_threshold", lambda v: 0 <= v <= 100, "within 0-100"),
+    ("normalize.auto_threshold", lambda v: v is None or 0 <= v <= 100, "within 0-100"),
     ("normalize.learned_precision", lambda v: 0.5 <= v < 1, "at least 0.5 and below 1"),
     ("link.serial_max_edits", lambda v: v in (0, 1), "0 or 1"),
     ("link.replace_window_days", lambda v: v >= 0, "0 or more"),

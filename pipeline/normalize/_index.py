@@ -120,6 +120,9 @@ class AliasIndex:
         self._passive = tax.no_context.get("action", frozenset()) if only_actions else frozenset()
         self._todo_before = _marker_re(mk.get("not_done_before", ()), "before") if only_actions else None
         self._todo_after = _marker_re(mk.get("not_done_after", ()), "after") if only_actions else None
+        # "gpu reset, pending cleared": a device's state word ("Remapped Rows Pending") and its
+        # new value follow the action; it was done
+        self._state_after = _marker_re(mk.get("done_state_after", ()), "after") if only_actions else None
         self._cause_follows = _marker_re(mk.get("cause_follows", ()), "any")
         self._cause_precedes = _marker_re(mk.get("cause_precedes", ()), "any")
         self._generic = frozenset(mk.get("generic_nouns", ()))
@@ -213,7 +216,8 @@ class AliasIndex:
                     status = TODO
                 elif code not in self._passive and (
                         (self._todo_before is not None and self._todo_before.search(text, 0, a)) or
-                        (self._todo_after is not None and self._todo_after.search(text[b:]))):
+                        (self._todo_after is not None and self._todo_after.search(text[b:]) and
+                         not (self._state_after is not None and self._state_after.search(text[b:])))):
                     status = TODO
             out.append((a, b, code, strength, status))
         return out

@@ -42,6 +42,10 @@ class Calibration:
 
     points: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     source: str = ""
+    #: Per dimension, the lowest calibrated score whose codes were right at the target precision
+    #: out of fold (``bench/bench_coding_corpus.py --fit-calibration``): the auto-code threshold
+    #: when ``normalize.auto_threshold`` is not set.
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     def score(self, dimension: str, raw: float) -> float:
         """The calibrated score (0-100) of a raw score."""
@@ -54,7 +58,10 @@ class Calibration:
 
     def to_yaml(self) -> str:
         body = {d: [[float(x), round(float(y), 4)] for x, y in pts] for d, pts in self.points.items()}
-        return yaml.safe_dump({"version": 1, "points": body}, sort_keys=False)
+        head = {"version": 1}
+        if self.thresholds:
+            head["thresholds"] = {d: float(t) for d, t in self.thresholds.items()}
+        return yaml.safe_dump({**head, "points": body}, sort_keys=False)
 
 
 def default_calibration_path() -> Path:
@@ -98,9 +105,15 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
             problems.append(f"points.{d}: raw scores must rise and probabilities lie within 0-1")
             continue
         points[d] = pairs
+    thresholds = {}
+    for d, t in (raw.get("thresholds") or {}).items():
+        if d not in DIMENSIONS or isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 100:
+            problems.append(f"thresholds.{d}: expected a dimension ({', '.join(DIMENSIONS)}) and a score within 0-100, got {t!r}")
+            continue
+        thresholds[d] = float(t)
     if problems:
         raise ConfigError(problems, str(path))
-    return Calibration(points, str(path))
+    return Calibration(points, str(path), thresholds)
 
 
 def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str = "",

@@ -184,6 +184,7 @@ class Reader:
 S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
 OVERHEAT = "OVERHEAT"
 OTHER = "OTHER"  # the taxonomy's code for what it has no code for (rule 10)
+RESEAT = "RESEAT"  # beside the replacing actions, the other one done to a part itself
 SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
 
 
@@ -306,12 +307,25 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         tags["part"].add("two_parts")
     if g is not None and g.no_fault and part.code != g.no_fault and any(e.names_part(g.no_fault) for e in texts):
         tags["part"].add("negation")  # "未发现异常" beside a replacement: the ticket disagrees with itself
+    if g is not None and (act in g.replaced or act == RESEAT) and part.how in ("exact", "named") and _sure(part, thr) and \
+            not texts[2].parts and _hardware(texts, g) <= {part.code} and "two_parts" not in tags["part"]:
+        # "GPU board" | "swap, new sn ...", 加速卡 | 更换备件, 显卡 | 重新插拔后恢复: a bare replace or
+        # reseat verb, and the part field is the one part the ticket names: that part was acted on
+        # (out of fold: 51 of 51 right, "GPU 伺服器" aside, which names the server: taxonomy vague)
+        part = Match(part.code, S_ACTED, "acted")
     if _sure(part, thr) and "two_parts" not in tags["part"] and symptom.code and symptom.code not in tax.part_symptoms.get(part.code, (symptom.code,)):
         # a NIC "not detected", a drive "hung": the GPU's symptom codes are not theirs (rule 10)
         symptom = Match(_first_symptom(tax, part.code), min(symptom.score, S_IMPLIED), "part_symptom")
-    if symptom.how == "vague" and _sure(part, thr):
-        # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault
-        implied = tax.implies_symptom.get(part.code)
+    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and (
+            symptom.how == "vague" or (symptom.how != "undecided" and texts[1].names_part(part.code))):
+        # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault; a NIC, drive or BMC
+        # the symptom field reports on, with no symptom word ("smartd: Critical Warning", "网口 link
+        # 断") has the symptom its part may have: OTHER (rule 10); a DIMM or CPU, whose own errors
+        # have memory codes, is left to a person, and so is a symptom field that is empty or says
+        # nothing of the part ("qwxz")
+        allowed = tax.part_symptoms.get(part.code or "", frozenset())
+        other = OTHER in allowed and not any(c.startswith("MEMORY_") for c in allowed)
+        implied = tax.implies_symptom.get(part.code) or (OTHER if other else None)
         if implied:
             symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
     return {"part": part, "symptom": symptom, "action": action}, tags

@@ -32,7 +32,7 @@ from pipeline.normalize.calibrate import Calibration, load_calibration
 from pipeline.normalize.canonical import canonical
 from pipeline.normalize.glued import Splitter, vocabulary
 from pipeline.normalize.guide import Evidence, Reader, decide
-from pipeline.normalize.prior import Prior, doubt, load_prior
+from pipeline.normalize.prior import PRIOR_SHIELD, Prior, doubt, load_prior, shield
 from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ LEARNED_NEAR = 90.0  # a text this close (rapidfuzz ratio) to a reviewed one tak
 PRIOR_PENALTIES = ("prior_disagrees", "prior_unsure", "prior_undecided")  # doubt()'s points, in its order
 RULES_THRESHOLD = 85.0  # Matcher.rules_only's: the raw score at which the guide counts a match confident
 CONFIDENT = 85.0  # the raw score at which a field's match counts in the guide's rules
-DEFAULT_THRESHOLD = 96.0  # normalize.auto_threshold's default: codes at least 96.0% likely right
+DEFAULT_THRESHOLD = 96.0  # the threshold of a dimension the calibration names none for
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +70,9 @@ class Matcher:
     Parameters
     ----------
     taxonomy : Taxonomy
-    threshold : float
-        Scores at or above are coded automatically (``normalize.auto_threshold``).
+    threshold : float, optional
+        Scores at or above are coded automatically (``normalize.auto_threshold``); None: each
+        dimension's threshold in the calibration (``thresholds:``), else :data:`DEFAULT_THRESHOLD`.
     learned : iterable of (dimension, text, code)
         Reviewed answers.
     prior : Prior, optional
@@ -88,14 +89,15 @@ class Matcher:
     'RESEAT'
     """
 
-    def __init__(self, taxonomy: Taxonomy, threshold: float = DEFAULT_THRESHOLD,
+    def __init__(self, taxonomy: Taxonomy, threshold: float | None = DEFAULT_THRESHOLD,
                  learned: Iterable[tuple[str, str, str]] = (), calibration: Calibration | None = None,
                  prior: Prior | None = None, raw: bool = False):
         self.taxonomy = taxonomy
         self.prior = prior
         self.raw = raw
-        self.threshold = float(threshold)
         self.calibration = calibration if calibration is not None else Calibration()
+        self.thresholds = {d: float(threshold) if threshold is not None else
+                           self.calibration.thresholds.get(d, DEFAULT_THRESHOLD) for d in DIMENSIONS}
         self.index = {d: AliasIndex(taxonomy, d) for d in DIMENSIONS}
         self._reader = Reader(taxonomy, self.index)
         self._penalty = {t: taxonomy.penalties.get(t, 0.0) for t in taxonomy.penalties}
@@ -103,12 +105,21 @@ class Matcher:
         self._learned_keys: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
         self.learn(learned)
 
+    @property
+    def threshold(self) -> float:
+        """The auto-code threshold: the one of every dimension, or the highest where they differ."""
+        return max(self.thresholds.values())
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        self.thresholds = {d: float(value) for d in DIMENSIONS}
+
     @classmethod
     def load(cls, cfg: Config | None = None, learned: Iterable[tuple[str, str, str]] = ()) -> Matcher:
         """The matcher the config asks for: its taxonomy (bundled, replaced or extended)
         and threshold, plus reviewed answers."""
         if cfg is None:
-            return cls(load_taxonomy(), DEFAULT_THRESHOLD, learned, load_calibration(), load_prior())
+            return cls(load_taxonomy(), None, learned, load_calibration(), load_prior())
         n = cfg.normalize
         path = cfg.resolve(n.taxonomy) if n.taxonomy else None
         extra = cfg.resolve(n.extra_aliases) if n.extra_aliases else None
@@ -153,7 +164,7 @@ class Matcher:
         if key in learned:
             return Match(learned[key], 100.0, "learned")
         own = self.index[dimension].match(self._glued.text(key))
-        if learned and key and (own.code is None or own.score < self.threshold):
+        if learned and key and (own.code is None or own.score < self.thresholds[dimension]):
             hit = process.extractOne(key, self._learned_keys[dimension], scorer=fuzz.ratio,
                                      score_cutoff=LEARNED_NEAR)
             if hit is not None:
@@ -164,6 +175,19 @@ class Matcher:
         """Code one ticket, text by text (the row-by-row path)."""
         keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
         return self._resolve(keys, lambda d, k: self._match(d, k), self.evidence, self._opinions([keys])[0])
+
+    def picks(self, part_text: str | None, symptom_text: str | None, action_text: str | None
+              ) -> tuple[dict[str, Match], dict[str, set[str]]]:
+        """The guide's match per dimension for one ticket (raw score and how it was found: ``acted``
+        is a part an action done beside it names) and the doubt tags of each, before any doubt
+        points or calibration: what a code's score is made from."""
+        keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
+        return decide(self.taxonomy, CONFIDENT, self._match, self.evidence, keys)
+
+    def named_parts(self, keys: tuple[str, str, str], ev=None) -> frozenset[str]:
+        """The part codes a ticket's canonical texts name (not denied: "not the riser" names none)."""
+        ev = ev or self.evidence
+        return frozenset(p[2] for k in keys for p in ev(k).parts)
 
     def code_rows(self, df: pl.DataFrame) -> pl.DataFrame:
         """:meth:`code_frame` done one row at a time (the benchmark's baseline)."""
@@ -220,7 +244,7 @@ class Matcher:
         if not learned:
             return out
         todo = [i for i, (k, m) in enumerate(zip(keys, out))
-                if k and m.how != "learned" and (m.code is None or m.score < self.threshold)]
+                if k and m.how != "learned" and (m.code is None or m.score < self.thresholds[dimension])]
         if todo:
             choices = self._learned_keys[dimension]
             scores = process.cdist([keys[i] for i in todo], choices, scorer=fuzz.ratio,
@@ -250,6 +274,7 @@ class Matcher:
 
     def _resolve(self, keys: tuple[str, str, str], get, ev, opinion: dict[str, tuple[str, float, float]] | None = None) -> Coded:
         picked, tags = decide(self.taxonomy, CONFIDENT, get, ev, keys)
+        named = self.named_parts(keys, ev)
         out = []
         for d in DIMENSIONS:
             m = picked[d]
@@ -258,7 +283,9 @@ class Matcher:
                 continue
             doubt_ = sum(self._penalty.get(t, 0.0) for t in tags[d])
             if opinion is not None and m.how != "learned":  # a person's answer is not second-guessed
-                doubt_ += doubt(m.code, *opinion[d], *(self._penalty.get(t, 0.0) for t in PRIOR_PENALTIES))
+                doubt_ += doubt(m.code, *opinion[d], *(self._penalty.get(t, 0.0) for t in PRIOR_PENALTIES)) * shield(
+                    d, m.code, m.how, picked["action"].code, opinion[d][0], named, self.taxonomy.guide,
+                    self._penalty.get(PRIOR_SHIELD, 100.0))
             if self.raw:
                 out += [m.code, round(m.score - doubt_, 1)]
                 continue
@@ -267,7 +294,7 @@ class Matcher:
             # shows it does not matter
             cal = self.calibration.score
             score = max(0.0, round(min(cal(d, m.score), cal(d, m.score - doubt_)) - doubt_ / 10.0, 1))
-            out += [m.code if score >= self.threshold else None, score]
+            out += [m.code if score >= self.thresholds[d] else None, score]
         p, ps, s, ss, a, as_ = out
         return Coded(p, ps, s, ss, a, as_, p is None or s is None or a is None)
 

@@ -2,19 +2,23 @@
 
 Reads labelled example tickets (``pipeline/declared/coding_examples.csv``: the three ticket
 texts and the gold part, symptom and action codes, an empty code where a careful engineer could
-not decide); answers, per dimension, the code it finds most likely for a ticket and its
+not decide, and an optional ``weight``; built by ``bench/bench_coding_corpus.py --write-examples``
+from the hand-written corpus, the plain phrasings of ``pipeline/declared/coding_phrases.csv`` at
+a higher weight, and simulator tickets); answers, per dimension, the code it finds most likely for a ticket and its
 probability. The matcher (:mod:`pipeline.normalize.matcher`) lowers a rule code's score when
 this opinion differs from the rule's ("GPU" named, the classifier reads a riser swap; the
 classifier reads "a person could not decide"), or agrees only weakly: on hand-written tickets
 the rules' codes the classifier disagreed with were right about half the time, the ones it
 agreed with far more often (bench/RESULTS.md, issue 16). Its opinion never writes a code; it
-only sends a code to review.
+only sends a code to review, and it does not outvote a GPU that a replacement names
+(:func:`shield`).
 
 The classifier is the learned layer's (:func:`pipeline.normalize.learned.new_estimator`:
 character n-gram TF-IDF of the dimension's own text and of the other two, into a logistic
 regression). It is fitted on first use and kept in a cache folder
 (``$FLEETFAULT_CACHE`` or ``~/.cache/fleetfault``), keyed by a hash of the examples and the
-scikit-learn version, so a run after the first loads it in a fraction of a second.
+scikit-learn version and the code that makes its features (``canonical.py``, ``learned.py``), so
+a changed examples file is fitted anew and a run after the first loads it in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import polars as pl
 
 from pipeline.normalize.taxonomy import DIMENSIONS
 
-__all__ = ["UNDECIDED", "Prior", "default_examples_path", "doubt", "fit", "load_prior", "read_examples"]
+__all__ = ["PRIOR_SHIELD", "UNDECIDED", "Prior", "default_examples_path", "doubt", "fit", "load_prior", "read_examples", "shield"]
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +57,15 @@ def default_examples_path() -> Path:
 
 
 def read_examples(path: str | Path | None = None) -> pl.DataFrame:
-    """The example tickets (all columns strings, missing text and codes as ``""``)."""
+    """The example tickets (texts and codes as strings, missing ones ``""``), with ``weight``: an
+    optional column of the file, 1 where absent (the phrasebook's plain phrasings weigh more)."""
     path = Path(path) if path else default_examples_path()
     df = pl.read_csv(path, infer_schema=False)
     missing = [c for c in EXAMPLE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: coding examples lack {', '.join(missing)}")
-    return df.select([pl.col(c).fill_null("") for c in EXAMPLE_COLUMNS])
+    weight = pl.col("weight").cast(pl.Float64) if "weight" in df.columns else pl.lit(1.0)
+    return df.select([pl.col(c).fill_null("") for c in EXAMPLE_COLUMNS] + [weight.fill_null(1.0).alias("weight")])
 
 
 def context_of(keys: dict[str, Sequence[str]], dimension: str) -> list[str]:
@@ -104,8 +110,8 @@ def fit(examples: pl.DataFrame, canonical) -> Prior:
     models = {}
     for d in DIMENSIONS:
         labels = [c or UNDECIDED for c in examples[f"{d}_code"].to_list()]
-        frame = pd.DataFrame({"own": keys[d], "context": context_of(keys, d), "label": labels,
-                              "weight": np.ones(len(labels))})
+        weight = examples["weight"].to_numpy() if "weight" in examples.columns else np.ones(len(labels))
+        frame = pd.DataFrame({"own": keys[d], "context": context_of(keys, d), "label": labels, "weight": weight})
         models[d] = _fit(frame)
     return Prior(models)
 
@@ -123,6 +129,30 @@ def doubt(rule_code: str, prior_code: str | None, p: float, p_undecided: float,
     return unsure * max(0.0, SURE - float(p)) / SURE + undecided * float(p_undecided)
 
 
+#: The penalty (``penalties:`` in the taxonomy) that is the share, in percent, of its points the
+#: second opinion takes from a part the rules read from a replacement done right beside its name
+#: ("replaced GPU 4", 更换加速卡, "GPU board ... swap") when the part it reads instead is one the
+#: ticket never names: a classifier of character n-grams reads "GPU board" as a motherboard and
+#: "换 gpu，温度正常" as cooling, where the words say which part was replaced; out of fold such codes
+#: were right far more often than the opinion (bench/RESULTS.md, issue 16).
+PRIOR_SHIELD = "prior_acted_share"
+
+
+def shield(dimension: str, code: str | None, how: str, action: str | None, prior_code: str | None,
+           named: frozenset[str] | set[str], guide, share: float) -> float:
+    """The factor on the second opinion's points (``share`` in percent, or 1.0) for a rule code
+    ``code`` found ``how`` (``acted``: the part a replacement names beside it, or the one part a
+    ticket names beside a bare replace verb); ``action`` is the ticket's action code, ``named`` the
+    parts the ticket names, ``guide`` the taxonomy's guide (its replacing actions, and its GPU: the
+    part the shield is for; out of fold other parts' codes so read were wrong about one time in ten
+    where the opinion disagreed)."""
+    if dimension != "part" or guide is None or code != guide.xid_part or action not in guide.replaced or how != "acted":
+        return 1.0
+    if prior_code is None or prior_code == UNDECIDED or (prior_code != code and prior_code in named):
+        return 1.0  # "could not decide", or another part the ticket does name (a riser beside the GPU)
+    return share / 100.0  # the GPU itself, if unsure, or a part the ticket never names
+
+
 def _cache_dir() -> Path:
     return Path(os.environ.get("FLEETFAULT_CACHE") or Path.home() / ".cache" / "fleetfault") / "coding_prior"
 
@@ -137,7 +167,11 @@ def load_prior(path: str | Path | None = None) -> Prior | None:
     path = Path(path) if path else default_examples_path()
     if not path.exists():
         return None
-    key = hashlib.sha256(path.read_bytes() + f"|v{PRIOR_VERSION}|sklearn {sklearn.__version__}".encode()).hexdigest()[:24]
+    # the examples, and the code that turns them into features (a new canonical form or estimator
+    # fits differently): any change to either is a new key, so a stale fit is never loaded
+    here = Path(__file__).resolve().parent
+    code = b"".join((here / f).read_bytes() for f in ("canonical.py", "learned.py"))
+    key = hashlib.sha256(path.read_bytes() + code + f"|v{PRIOR_VERSION}|sklearn {sklearn.__version__}".encode()).hexdigest()[:24]
     cached = _cache_dir() / f"{key}.pkl"
     if cached.exists():
         try:
