@@ -136,7 +136,8 @@ def stage_scratch() -> Iterator[DuckDBEngine]:
 
 def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n",
                  gzip: bool = False) -> str:
-    """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``.
+    """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``
+    (and ``_cells``, the list they come from, for tests that look at a few lines' cells).
 
     Each line is read as ONE text column and split at ``delim`` in SQL: DuckDB's CSV parser
     costs several times more per small file with many columns than with one. The cells are
@@ -151,7 +152,9 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
     the file to the line-by-line path. No quoting (nvidia-smi never quotes), no type
     guessing: cell meaning is the SQL of :mod:`pipeline.ingest.telemetry.fields`.
     """
-    plain = (f"len(l) = {n} AND length(line) - length(replace(line, ',', '')) = {n - 1} "
+    # Every comma followed by a space: with ``n`` cells split at ``, ``, that is ``n - 1``
+    # commas (one scan of the line; counting them by ``replace`` copied every line).
+    plain = (f"len(l) = {n} AND NOT regexp_matches(line, ',([^ ]|$)') "
              f"AND NOT contains(line, ' ,') AND NOT contains(line, {literal(delim + ' ')}) "
              "AND NOT starts_with(line, ' ') AND NOT ends_with(line, ' ') "
              "AND NOT contains(line, chr(13)) AND NOT contains(line, chr(10))")
@@ -164,7 +167,8 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
         f"skip={skip}, delim=chr(1), new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
         f"auto_detect=false, filename=true, compression={literal('gzip' if gzip else 'none')})"
     )
-    return f"(SELECT filename, {cells} FROM (SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))"
+    return (f"(SELECT filename, l AS _cells, {cells} FROM "
+            f"(SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))")
 
 
 #: A file's line end -> DuckDB's ``new_line`` option.
