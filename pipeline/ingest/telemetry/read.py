@@ -152,12 +152,15 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
     the file to the line-by-line path. No quoting (nvidia-smi never quotes), no type
     guessing: cell meaning is the SQL of :mod:`pipeline.ingest.telemetry.fields`.
     """
-    # Every comma followed by a space: with ``n`` cells split at ``, ``, that is ``n - 1``
-    # commas (one scan of the line; counting them by ``replace`` copied every line).
-    plain = (f"len(l) = {n} AND NOT regexp_matches(line, ',([^ ]|$)') "
-             f"AND NOT contains(line, ' ,') AND NOT contains(line, {literal(delim + ' ')}) "
-             "AND NOT starts_with(line, ' ') AND NOT ends_with(line, ' ') "
-             "AND NOT contains(line, chr(13)) AND NOT contains(line, chr(10))")
+    # One regexp scan of the line for every odd spacing (a space before a comma, doubled
+    # after one, at either end), a line end inside it and, split at ``, ``, a comma not
+    # followed by its space (a cell holding a comma: ``n - 1`` commas is then ``n - 1``
+    # separators): five ``contains`` each searched the line for its first character, a
+    # space or a comma, found on every cell.
+    odd = [" ,", delim + " ", "^ ", " $", "[\r\n]"] + ([",([^ ]|$)"] if delim == ", " else [])
+    plain = f"len(l) = {n} AND NOT regexp_matches(line, {literal('|'.join(odd))})"
+    if delim not in (", ", ","):  # (not a layout the batch reader makes: count the commas)
+        plain += f" AND length(line) - length(replace(line, ',', '')) = {n - 1}"
     cells = ", ".join(f"CASE WHEN {plain} THEN l[{i + 1}] END AS c{i}" if i == ts else f"l[{i + 1}] AS c{i}"
                       for i in range(n))
     # delim chr(1): never in a log line, so each line is one cell; a line holding one makes
