@@ -229,13 +229,14 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
         hdr = f"(CASE WHEN c0 = 'timestamp' THEN {same} ELSE false END) AS _hdr, "
         outer += "_hdr, "
     keys = ", ".join(f"r_{col}" for col in ID_RAW)
+    carried = ("_round_idx, " if by_round else "") + (f"{cells}, " if header and cells else "")
     grouped = f"""
 SELECT {outer}{keys}, coalesce({bad_values}, false) AS _bad_values,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   {_aggregates(m)}
 FROM (
   SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {_cleaned_cols(fields)}
-  FROM {cleaned_sql(fields, src, extra=file_col + ("_round_idx, " if by_round else "") + (f"{cells}, " if header and cells else ""), flag_bad=True)}
+  FROM {cleaned_sql(fields, src, extra=file_col + carried, flag_bad=True)}
 )
 GROUP BY ALL
 """

@@ -137,7 +137,8 @@ def stage_scratch() -> Iterator[DuckDBEngine]:
 def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n",
                  gzip: bool = False) -> str:
     """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``
-    (and ``_cells``, the list they come from, for tests that look at a few lines' cells).
+    (and ``_cells``, the list they come from, for the repeated-header test, which looks at
+    a few lines' cells).
 
     Each line is read as ONE text column and split at ``delim`` in SQL: DuckDB's CSV parser
     costs several times more per small file with many columns than with one. The cells are
@@ -157,10 +158,10 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
     # followed by its space (a cell holding a comma: ``n - 1`` commas is then ``n - 1``
     # separators): five ``contains`` each searched the line for its first character, a
     # space or a comma, found on every cell.
+    if delim not in (", ", ","):
+        raise ValueError(f"delimiter {delim!r}: nvidia-smi lines are split at ', ' or ','")
     odd = [" ,", delim + " ", "^ ", " $", "[\r\n]"] + ([",([^ ]|$)"] if delim == ", " else [])
     plain = f"len(l) = {n} AND NOT regexp_matches(line, {literal('|'.join(odd))})"
-    if delim not in (", ", ","):  # (not a layout the batch reader makes: count the commas)
-        plain += f" AND length(line) - length(replace(line, ',', '')) = {n - 1}"
     cells = ", ".join(f"CASE WHEN {plain} THEN l[{i + 1}] END AS c{i}" if i == ts else f"l[{i + 1}] AS c{i}"
                       for i in range(n))
     # delim chr(1): never in a log line, so each line is one cell; a line holding one makes
