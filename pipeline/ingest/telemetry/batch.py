@@ -218,7 +218,7 @@ def _fast_batch(con, items: list[Item], lay: Layout, header):
          "host": [it.host for it in items], "tz": [it.tz for it in items]},
         schema={"filename": pl.Utf8, "file_id": pl.Int64, "host": pl.Utf8, "tz": pl.Utf8}))
     try:
-        hourly = facts.hourly_sql(fields, src, by_file=True, header=header)
+        hourly = facts.hourly_sql(fields, src, by_file=True, header=header, cells="_cells")
         df = con.pl(facts.finish_hourly_sql(
             f"(SELECT h.* EXCLUDE (filename), h._bad AS _bad_n, f.file_id, f.host AS _host, f.tz AS _tz "
             f"FROM ({hourly}) h JOIN _smi_files f USING (filename))"), step="smi: read a batch of files")

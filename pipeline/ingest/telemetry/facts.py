@@ -185,13 +185,16 @@ def bad_checks_grouped(fields: list[Field], metrics: dict[str, str] | None = Non
 
 
 def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[list[str]] | None = None,
-) -> str:
+               cells: str | None = None) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour
     (and per ``filename`` with ``by_file``: ``src`` reads many files).
 
     ``header`` (per cell, the spellings of the header's field): lines repeating the header
     (a restarted logger appends it) are grouped apart, flagged ``_hdr``, instead of
-    counting as bad.
+    counting as bad. ``cells``: a list column of ``src`` holding each line's raw cells
+    (:func:`~pipeline.ingest.telemetry.read.lines_source`'s ``_cells``); the header test
+    then takes the cells the facts do not use from it, on the few lines it looks at,
+    rather than from ``c<i>`` columns that every line would have to fill.
 
     ``_bad`` is 1 when one of the group's rows has an unreadable value in a field the facts
     use (:func:`bad_checks_grouped`): the fast path gives up on a file where it is not 0 (the
@@ -211,24 +214,29 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     inner = ", ".join(f"{expr} AS m_{name}" for name, expr in m.items())
     fields = used_fields(fields)
     bad_values, bad_keys = bad_checks_grouped(fields, m)
-    # A sample of a failing GPU: a failing marker in a value the facts use.
-    failing = " OR ".join(failing_sql(f"c{i}") for i, f in enumerate(fields)
+    # A sample of a failing GPU: a failing marker in a value the facts use. A marker's clean
+    # value is NULL, so the marker list is compared only where ``v<i>`` is (most cells
+    # are numbers: one validity test instead of three string comparisons).
+    failing = " OR ".join(f"(v{i} IS NULL AND {failing_sql(f'c{i}')})" for i, f in enumerate(fields)
                           if f.kind in ("num", "mask")) or "false"
     inner += f", {failing} AS m_gpu_error"
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:
-        same = " AND ".join(f"c{i} IN ({', '.join(literal(h) for h in cells)})" for i, cells in enumerate(header))
+        ts_at = idx.get("timestamp")
+        cell = (lambda i: f"c{i}" if cells is None or i == ts_at else f"{cells}[{i + 1}]")
+        same = " AND ".join(f"{cell(i)} IN ({', '.join(literal(h) for h in names)})" for i, names in enumerate(header))
         hdr = f"(CASE WHEN c0 = 'timestamp' THEN {same} ELSE false END) AS _hdr, "
         outer += "_hdr, "
     keys = ", ".join(f"r_{col}" for col in ID_RAW)
+    carried = ("_round_idx, " if by_round else "") + (f"{cells}, " if header and cells else "")
     grouped = f"""
 SELECT {outer}{keys}, coalesce({bad_values}, false) AS _bad_values,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
   {_aggregates(m)}
 FROM (
   SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {_cleaned_cols(fields)}
-  FROM {cleaned_sql(fields, src, extra=file_col + ("_round_idx, " if by_round else ""), flag_bad=True)}
+  FROM {cleaned_sql(fields, src, extra=file_col + carried, flag_bad=True)}
 )
 GROUP BY ALL
 """

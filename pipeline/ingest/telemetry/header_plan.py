@@ -48,7 +48,6 @@ from pipeline.ingest.telemetry.read import (
     _blocks,
     split_lines,
 )
-from pipeline.vocab.sql import literal
 
 #: Data lines of a headerless file that a candidate header must fit.
 SAMPLE_LINES = 20
@@ -149,14 +148,21 @@ def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[
     loaders clean with (:func:`~pipeline.ingest.telemetry.fields.bad_sql`), run over these
     few rows, so that a header is fitted by the same meaning of a cell the load uses."""
     checks = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
-    clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, and no SQL literal)
+    clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, never a value)
     if not checks or not any(clean):
         return clean if checks else [True] * len(rows)
-    kept = [(k, cells) for k, (cells, ok) in enumerate(zip(rows, clean)) if ok]
-    values = ", ".join("(" + ", ".join(literal(v) for v in [k, *cells]) + ")" for k, cells in kept)
-    cols = ", ".join(["k"] + [f"c{i}" for i in range(len(fields))])
-    sql = f"SELECT k, NOT ({' OR '.join(checks)}) FROM (VALUES {values}) t({cols})"
-    ok = dict(_engine().rows(sql, step="smi: fit a header to a headerless file's lines"))
+    kept = [k for k, ok in enumerate(clean) if ok]
+    # The rows go in as a registered table, not as literals in the SQL text: a host that
+    # writes its header once has a headerless file a day, thousands of cells to quote and parse.
+    table = pl.DataFrame({"k": kept, **{f"c{i}": [rows[k][i] for k in kept] for i in range(len(fields))}},
+                         schema={"k": pl.Int64, **{f"c{i}": pl.Utf8 for i in range(len(fields))}})
+    engine = _engine()
+    engine.register("_fit_rows", table)
+    try:
+        ok = dict(engine.rows(f"SELECT k, NOT ({' OR '.join(checks)}) FROM _fit_rows",
+                              step="smi: fit a header to a headerless file's lines"))
+    finally:
+        engine.unregister("_fit_rows")
     return [bool(ok.get(k, False)) for k in range(len(rows))]
 
 

@@ -136,7 +136,9 @@ def stage_scratch() -> Iterator[DuckDBEngine]:
 
 def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n",
                  gzip: bool = False) -> str:
-    """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``.
+    """DuckDB ``read_csv`` over many files as ``n`` raw text cells ``c0..`` and ``filename``
+    (and ``_cells``, the list they come from, for the repeated-header test, which looks at
+    a few lines' cells).
 
     Each line is read as ONE text column and split at ``delim`` in SQL: DuckDB's CSV parser
     costs several times more per small file with many columns than with one. The cells are
@@ -151,10 +153,15 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
     the file to the line-by-line path. No quoting (nvidia-smi never quotes), no type
     guessing: cell meaning is the SQL of :mod:`pipeline.ingest.telemetry.fields`.
     """
-    plain = (f"len(l) = {n} AND length(line) - length(replace(line, ',', '')) = {n - 1} "
-             f"AND NOT contains(line, ' ,') AND NOT contains(line, {literal(delim + ' ')}) "
-             "AND NOT starts_with(line, ' ') AND NOT ends_with(line, ' ') "
-             "AND NOT contains(line, chr(13)) AND NOT contains(line, chr(10))")
+    # One regexp scan of the line for every odd spacing (a space before a comma, doubled
+    # after one, at either end), a line end inside it and, split at ``, ``, a comma not
+    # followed by its space (a cell holding a comma: ``n - 1`` commas is then ``n - 1``
+    # separators): five ``contains`` each searched the line for its first character, a
+    # space or a comma, found on every cell.
+    if delim not in (", ", ","):
+        raise ValueError(f"delimiter {delim!r}: nvidia-smi lines are split at ', ' or ','")
+    odd = [" ,", delim + " ", "^ ", " $", "[\r\n]"] + ([",([^ ]|$)"] if delim == ", " else [])
+    plain = f"len(l) = {n} AND NOT regexp_matches(line, {literal('|'.join(odd))})"
     cells = ", ".join(f"CASE WHEN {plain} THEN l[{i + 1}] END AS c{i}" if i == ts else f"l[{i + 1}] AS c{i}"
                       for i in range(n))
     # delim chr(1): never in a log line, so each line is one cell; a line holding one makes
@@ -164,7 +171,8 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
         f"skip={skip}, delim=chr(1), new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
         f"auto_detect=false, filename=true, compression={literal('gzip' if gzip else 'none')})"
     )
-    return f"(SELECT filename, {cells} FROM (SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))"
+    return (f"(SELECT filename, l AS _cells, {cells} FROM "
+            f"(SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))")
 
 
 #: A file's line end -> DuckDB's ``new_line`` option.
