@@ -328,3 +328,36 @@ def test_one_slope_for_all_with_few_failures_or_no_dates():
     few[np.flatnonzero(few)[evidence.MIN_REWEIGHT_FAILURES - 1:]] = 0
     assert evidence.EvidenceScore(min_failures=5).fit(f, few).term_coef_ is None
     assert evidence.EvidenceScore(min_failures=5).fit(f.drop(columns="day"), y).term_coef_ is None
+
+
+def test_the_calibration_bends_above_one_replace_grade_event_and_stays_monotone():
+    """Evidence beyond one hardware-fatal Xid is mostly the same fault seen again: a GPU with
+    seven fatal Xids is not e^6 times as likely to fail within the week as one with one. The
+    calibrated logit bends at the knee, so both groups get their own rate, and more evidence
+    still never lowers the risk."""
+    rng = np.random.default_rng(5)
+    n = 60_000
+    events = rng.choice([0, 1, 7], size=n, p=[0.97, 0.02, 0.01])
+    f = pd.DataFrame({"serial": [f"s{i // 30}" for i in range(n)], "model": "H100",
+                      **{f"xc_fatal_{d}d": events.astype(float) for d in (1, 7, 30)}})
+    rate = {0: 0.001, 1: 0.10, 7: 0.30}
+    y = (rng.random(n) < pd.Series(events).map(rate).to_numpy()).astype(float)
+    ev = evidence.EvidenceScore(min_failures=5).fit(f, y)
+    a, b, b_above = ev.coef_
+    assert ev.term_coef_ is None and b_above < b, ev.notes_
+    p = ev.predict_proba(f)[:, 1]
+    for k, r in rate.items():
+        assert p[events == k].mean() == pytest.approx(r, rel=0.35), (k, ev.notes_)
+    # a straight line cannot: the seven-Xid GPUs would be near-certain, or the one-Xid GPUs far too low
+    line = evidence._fit_line(evidence.terms(f).to_numpy(), y, a)
+    straight = expit_np(evidence._bent(evidence.score(f), *line))
+    assert abs(straight[events == 7].mean() - 0.3) > 0.15 or abs(straight[events == 1].mean() - 0.1) > 0.035
+    s = np.linspace(0, 20, 201)
+    assert np.all(np.diff(evidence._bent(s, *ev.coef_)) > 0)  # strictly: different evidence, different risk
+    # without a GPU above the knee the line stays straight
+    low = evidence.EvidenceScore(min_failures=5).fit(f[events < 7], y[events < 7])
+    assert low.coef_[2] == low.coef_[1]
+
+
+def expit_np(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))

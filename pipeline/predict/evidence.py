@@ -10,8 +10,10 @@ not fitted to anything; a fleet's failures only set its scale:
 - with fewer than ``min_failures`` failures in the labelled history the risk is the
   published prior: hazard ``AFR/365 × e^score`` for the GPU's generation, so a GPU with
   no evidence carries the generation's AFR;
-- with enough, ``logit(risk) = a + b·score``, fitted on the fleet's labelled GPU-days with
-  the prior as a weak Gaussian prior on ``a`` and ``b`` (b ≥ 0.05 keeps the order);
+- with enough, ``logit(risk) = a + b·min(score, K) + b₊·max(score − K, 0)`` with the knee
+  ``K`` = :data:`KNEE` (one event that by itself says replace), fitted on the fleet's labelled
+  GPU-days with the prior as a weak Gaussian prior on ``a`` and ``b`` and ``b₊ ~ N(b, 0.5²)``
+  (both ≥ 0.05 keep the order; with little data the line stays straight);
 - with :data:`MIN_REWEIGHT_FAILURES` or more, each term may also get its own non-negative
   slope, ``logit(risk) = a + Σ bⱼ·termⱼ`` with every ``bⱼ ~ N(b, 0.5²)`` (the expert weights
   are the prior: with little data the fit stays the single-slope one), but only when it beats
@@ -58,6 +60,15 @@ INPUTS: tuple[str, ...] = (
 #: Fewest failures (distinct replaced GPUs) in the labelled history before the fleet's own
 #: rate calibrates the score instead of the published prior.
 MIN_FAILURES = 5
+
+#: Score at which the calibrated logit may bend (the weight of one hardware-fatal Xid or of a
+#: failed row remap: one event that by itself says "replace"). The score adds log hazard
+#: ratios as if each kind of evidence were independent; up to one such event that is about
+#: right (a GPU moves from the healthy population to a suspect), beyond it the further
+#: evidence is mostly the same failing board seen again (Xids, ECC, lost samples and link
+#: errors of one fault come together), so the sum counts it twice and the slope above the
+#: knee is fitted on its own, its prior the slope below (a straight line with little data).
+KNEE = 3.0
 
 #: Fewest failures before each term may get its own slope: a slope per kind of evidence needs
 #: failures of several kinds behind it, and the check on later periods needs failures in them.
@@ -172,7 +183,8 @@ class EvidenceScore:
     weights_file: str | None = None
     source_: str = "prior"
     failures_: int = 0
-    coef_: tuple[float, float] = (0.0, 1.0)
+    #: ``(a, b, b₊)``: intercept, slope up to :data:`KNEE`, slope above it.
+    coef_: tuple[float, float, float] = (0.0, 1.0, 1.0)
     #: Each term's own slope (in :data:`TERM_ORDER`) when the re-weighted fit won its check.
     term_coef_: tuple[float, ...] | None = None
     notes_: list[str] = field(default_factory=list)
@@ -204,14 +216,16 @@ class EvidenceScore:
             return self
         X = terms(frame, self.weights).to_numpy()
         a0 = self._a0(frame)
-        a, b = _fit_single(X, y, a0)
-        self.coef_, self.source_, self.term_coef_ = (a, b), "fleet", None
-        self.notes_ = [f"risks calibrated on the fleet's own {failures} failures (logit = {a:.2f} + {b:.2f} x score)"]
+        a, b, b2 = _fit_single(X, y, a0)
+        self.coef_, self.source_, self.term_coef_ = (a, b, b2), "fleet", None
+        self.notes_ = [f"risks calibrated on the fleet's own {failures} failures (logit = {a:.2f} + {b:.2f} x score "
+                       f"up to {KNEE:g}, {b2:.2f} x score above)"]
         if failures >= MIN_REWEIGHT_FAILURES and "day" in frame.columns:
             won, why = reweight_check(frame, X, y, a0, self.horizon_days, self.min_failures)
             if won:
+                b = _fit_line(X, y, a0)[1]
                 a, c = _fit_terms(X, y, a0, b)
-                self.coef_, self.term_coef_ = (a, b), tuple(float(v) for v in c)
+                self.coef_, self.term_coef_ = (a, b, b), tuple(float(v) for v in c)
                 moved = sorted(zip(TERM_ORDER, c), key=lambda t: -abs(t[1] - b))[:3]
                 why += "; furthest from the single slope: " + ", ".join(f"{k} {v:.2f}" for k, v in moved)
                 self.notes_ = [f"risks calibrated on the fleet's own {failures} failures with a slope per kind of "
@@ -234,8 +248,10 @@ class EvidenceScore:
         return t * self.slopes() if self.source_ == "fleet" else t
 
     def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
-        if self.source_ == "fleet":
+        if self.source_ == "fleet" and self.term_coef_ is not None:
             p = expit(self.coef_[0] + terms(frame, self.weights).to_numpy() @ self.slopes())
+        elif self.source_ == "fleet":
+            p = expit(_bent(score(frame, self.weights), *self.coef_))
         else:
             s = score(frame, self.weights)
             p = -np.expm1(-self._prior_hazard(frame) * self.horizon_days * np.exp(np.minimum(s, 50.0)))
@@ -260,9 +276,21 @@ def _grouped(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return keys, np.bincount(inv).astype(float), np.bincount(inv, weights=y)
 
 
-def _fit_single(X: np.ndarray, y: np.ndarray, a0: float) -> tuple[float, float]:
+def _bent(s: np.ndarray, a: float, b: float, b2: float) -> np.ndarray:
+    """The single-slope logit: ``a + b·min(s, KNEE) + b₊·max(s − KNEE, 0)``."""
+    return a + b * np.minimum(s, KNEE) + b2 * np.maximum(s - KNEE, 0.0)
+
+
+def _fit_single(X: np.ndarray, y: np.ndarray, a0: float) -> tuple[float, float, float]:
+    """``(a, b, b₊)`` of the bent single-slope logit (:func:`_bent`)."""
     keys, n, k = _grouped(X.sum(axis=1, keepdims=True), y)
-    return _map_logistic(keys[:, 0], n, k, a0)
+    return _map_logistic(keys[:, 0], n, k, a0, KNEE)
+
+
+def _fit_line(X: np.ndarray, y: np.ndarray, a0: float) -> tuple[float, float, float]:
+    """``(a, b, b)``: the straight single-slope logit (the centre of the per-term slopes' prior)."""
+    keys, n, k = _grouped(X.sum(axis=1, keepdims=True), y)
+    return _map_logistic(keys[:, 0], n, k, a0, np.inf)
 
 
 def _fit_terms(X: np.ndarray, y: np.ndarray, a0: float, b: float) -> tuple[float, np.ndarray]:
@@ -305,10 +333,10 @@ def reweight_check(frame: pd.DataFrame, X: np.ndarray, y: np.ndarray, a0: float,
         train, test = day < t0 - np.timedelta64(horizon, "D"), (day >= t0) & (day <= t1)
         if not test.any() or _failures(frame, y, train) < min_failures:
             continue
-        a, b = _fit_single(X[train], y[train], a0)
-        a2, c = _fit_terms(X[train], y[train], a0, b)
+        coef = _fit_single(X[train], y[train], a0)
+        a2, c = _fit_terms(X[train], y[train], a0, _fit_line(X[train], y[train], a0)[1])
         oof_y.append(y[test])
-        single.append(expit(a + X[test].sum(axis=1) * b))
+        single.append(expit(_bent(X[test].sum(axis=1), *coef)))
         per_term.append(expit(a2 + X[test] @ c))
     yy = np.concatenate(oof_y) if oof_y else np.array([])
     if not yy.any():
@@ -328,20 +356,26 @@ def _failures(frame: pd.DataFrame, y: np.ndarray, mask: np.ndarray) -> int:
     return int(frame.loc[mask & (y > 0), "serial"].nunique())
 
 
-def _map_logistic(s: np.ndarray, n: np.ndarray, k: np.ndarray, a0: float) -> tuple[float, float]:
-    """MAP of ``logit p = a + b s`` on grouped data, priors a ~ N(a0, 2²), b ~ N(1, 0.5²), b ≥ 0.05."""
+def _map_logistic(s: np.ndarray, n: np.ndarray, k: np.ndarray, a0: float, knee: float) -> tuple[float, float, float]:
+    """MAP of ``logit p = a + b·min(s, knee) + b₊·max(s − knee, 0)`` on grouped data, priors
+    a ~ N(a0, 2²), b ~ N(1, 0.5²), b₊ ~ N(b, 0.5²), both ≥ 0.05 (``knee`` inf: a straight line, b₊ = b)."""
+    lo, hi = np.minimum(s, knee), np.maximum(s - knee, 0.0)
+    bent = bool(hi.any())
 
     def nll(theta):
-        a, b = theta
-        z = a + b * s
+        a, b, b2 = theta
+        z = a + b * lo + b2 * hi
         ll = k * z - n * np.logaddexp(0.0, z)
-        pen = ((a - a0) / 2.0) ** 2 / 2 + ((b - 1.0) / 0.5) ** 2 / 2
+        pen = ((a - a0) / 2.0) ** 2 / 2 + ((b - 1.0) / 0.5) ** 2 / 2 + ((b2 - b) / 0.5) ** 2 / 2
         r = n * expit(z) - k
-        grad = np.array([r.sum() + (a - a0) / 4.0, (r * s).sum() + (b - 1.0) / 0.25])
+        grad = np.array([r.sum() + (a - a0) / 4.0, (r * lo).sum() + (b - 1.0) / 0.25 - (b2 - b) / 0.25,
+                         (r * hi).sum() + (b2 - b) / 0.25])
         return -ll.sum() + pen, grad
 
-    res = minimize(nll, np.array([a0, 1.0]), jac=True, method="L-BFGS-B", bounds=[(-30, 10), (0.05, 5.0)])
-    return float(res.x[0]), float(res.x[1])
+    res = minimize(nll, np.array([a0, 1.0, 1.0]), jac=True, method="L-BFGS-B",
+                   bounds=[(-30, 10), (0.05, 5.0), (0.05, 5.0)])
+    a, b, b2 = (float(v) for v in res.x)
+    return a, b, (b2 if bent else b)
 
 
 def tiebreak_key(frame: pd.DataFrame, term_frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
