@@ -44,6 +44,12 @@ DERIVE_AFTER: dict[str, str] = {
     "smi": "pipeline.ingest.telemetry.gpu_days:derive",
     "xid": "pipeline.link.xid:derive",
 }
+#: Stages that run as another function with ``[engine] name = "spark"``: the ingest as Spark
+#: tasks into the Parquet table store, its committed rows copied into the warehouse.
+SPARK_STAGES: dict[str, str] = {
+    "smi": "pipeline.engine.spark_stages:smi",
+    "xid": "pipeline.engine.spark_stages:xid",
+}
 
 
 class StageFailed(FleetfaultError):
@@ -83,6 +89,7 @@ class RunContext:
         self.progress = progress  # a rich.progress.Progress, or None when quiet
         self.reports: dict[str, StageReport] = {}
         self._spark = None  # the Spark engine, started by the first stage that asks for it
+        self._store = None  # the Spark ingest's Parquet table store
 
     def engine_for(self, inputs: Sequence[str]) -> Engine:
         """The engine a stage's SQL steps run on (``[engine] name``), seeing ``inputs``.
@@ -93,13 +100,26 @@ class RunContext:
         """
         if self.cfg.engine.name != "spark":
             return self.wh.engine
+        spark = self._spark_engine()
+        for table in inputs:
+            spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
+        return spark
+
+    def _spark_engine(self):
         if self._spark is None:
             from pipeline.engine.spark_engine import SparkEngine  # imported only when asked for
 
             self._spark = SparkEngine(settings=self.cfg.engine.spark)
-        for table in inputs:
-            self._spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
         return self._spark
+
+    def spark_store(self):
+        """(SparkSession, the Parquet table store of the Spark ingest: ``[engine.spark] tables``)."""
+        if self._store is None:
+            from pipeline.engine.parquet_tables import ParquetTableStore
+            from pipeline.engine.spark_stages import store_root
+
+            self._store = ParquetTableStore(self._spark_engine().spark, store_root(self.cfg, self.wh.path))
+        return self._spark_engine().spark, self._store
 
     def report(self, stage: str) -> StageReport:
         return self.reports.setdefault(stage, StageReport(stage))
@@ -216,6 +236,8 @@ def run_pipeline(
             for name, target in STAGES:
                 if stages and name not in stages:
                     continue
+                if cfg.engine.name == "spark":
+                    target = SPARK_STAGES.get(name, target)
                 t0 = time.perf_counter()
                 try:
                     resolve_stage(target)(ctx)

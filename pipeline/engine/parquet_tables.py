@@ -95,6 +95,23 @@ class ParquetTableStore(TableStore):
         (self._with_day(name, frame).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy(*keys).parquet(self.table_path(name)))
 
+    def parquet_files(self, name: str, file_ids: Sequence[int]) -> list[str]:
+        """The Parquet files holding these file ids' rows of a table (hive-partitioned paths
+        that DuckDB's ``read_parquet(..., hive_partitioning = true)`` reads), as URLs under a
+        URL root."""
+        if not file_ids or not self._exists("tables", name):
+            return []
+        wanted = {f"file_id={int(i)}" for i in file_ids}
+        base = self._fs_path("tables", name)
+        present = [i.path for i in self.fs.get_file_info(pafs.FileSelector(base))
+                   if posixpath.basename(i.path) in wanted]
+        out = []
+        for folder in present:
+            for info in self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
+                if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
+                    out.append(self.root + info.path[len(self._base):] if "://" in self.root else info.path)
+        return sorted(out)
+
     def _drop_files(self, file_ids: Sequence[int]) -> None:
         """Delete every table's partitions of these file ids."""
         if not file_ids or not self._exists("tables"):
@@ -138,7 +155,13 @@ class ParquetTableStore(TableStore):
 
     def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
         current = self.registry()
-        gone = sorted(set(int(i) for i in forget))
+        # A path committed here but never seen by the registry the ingest decided with (the
+        # warehouse's, when a run died between this commit and the warehouse's copy) is
+        # retired too: a path is one file id.
+        mine = set(zip(files.column("stage").to_pylist(), files.column("path").to_pylist()))
+        same_path = [r["file_id"] for r in current.select(["file_id", "stage", "path"]).to_pylist()
+                     if (r["stage"], r["path"]) in mine]
+        gone = sorted(set(int(i) for i in [*forget, *same_path]))
         # The retired files join the open ingest's list first: should the run die between the
         # commit and their deletion, the next begin() finds them unlisted and deletes them.
         self._write_txn(stage, [*files.column("file_id").to_pylist(), *gone])
