@@ -101,9 +101,38 @@ class RunContext:
         if self.cfg.engine.name != "spark":
             return self.wh.engine
         spark = self._spark_engine()
+        stored = self._stored(inputs)
         for table in inputs:
-            spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
+            if table in stored:  # read where the Spark ingest wrote it, not copied out of the warehouse
+                stored[table].createOrReplaceTempView(table)
+            else:
+                spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}",
+                                                           step=f"hand {table} to spark"))
         return spark
+
+    def _stored(self, inputs: Sequence[str]) -> dict:
+        """table -> its committed rows in the Spark ingest's store (a Spark frame), for the
+        ``inputs`` an ingest stage writes, when the store holds exactly the warehouse's files
+        of that stage (it does not after a night on DuckDB, which loads into the warehouse only)."""
+        from pipeline.engine.ingest_parsers import TABLES  # (no Spark module)
+        from pipeline.engine.spark_stages import store_root
+
+        stages = {stage for stage, tables in TABLES.items() if set(tables) & set(inputs)}
+        if not stages or self.wh.path == ":memory:":
+            return {}
+        root = store_root(self.cfg, self.wh.path)
+        if "://" not in root and not (Path(root) / "_registry").is_dir():
+            return {}
+        _, store = self.spark_store()
+        registry = store.registry()
+        out = {}
+        for stage in stages:
+            mine = sorted(i for i, st in zip(registry.column("file_id").to_pylist(), registry.column("stage").to_pylist())
+                          if st == stage)
+            theirs = sorted(self.wh.registry(stage).column("file_id").to_pylist())
+            if mine == theirs:
+                out.update({t: store.read(t) for t in TABLES[stage] if t in inputs})
+        return out
 
     def _spark_engine(self):
         if self._spark is None:

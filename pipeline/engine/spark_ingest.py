@@ -200,6 +200,8 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     plan = input_files(stage, data_dir)
     rows = [{"host": host, "path": str(p.resolve()), "key": key_of(p), "file_id": 0, "order": i, "sha256": None,
              "size": None} for host, paths in plan.items() for i, p in enumerate(paths)]
+    if reload is not None:  # only these are read (and hashed) again
+        rows = [r for r in rows if r["key"] in reload]
     result = IngestResult(files=len(rows))
     if not rows:
         return result
@@ -214,14 +216,9 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     for row in rows:
         row["sha256"], row["size"] = digest[row["path"]]
         prev = known.get(row["key"])
-        if reload is not None and row["key"] not in reload:
-            unchanged = True  # not asked for: counted with the first pass, not here
-        else:
-            unchanged = reload is None and prev is not None and prev["sha256"] == row["sha256"]
-        if unchanged:
-            result.unchanged += reload is None
-            if reload is None:
-                result.by_key[row["key"]] = FileResult(row["key"], "unchanged")
+        if reload is None and prev is not None and prev["sha256"] == row["sha256"]:
+            result.unchanged += 1
+            result.by_key[row["key"]] = FileResult(row["key"], "unchanged")
             continue
         if prev is not None:
             forget.append(prev["file_id"])
@@ -233,8 +230,10 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
         row["file_id"] = int(fid)
     previous = {}  # host -> file id of the unchanged file just before its first one to parse
     if stage == "smi":
-        for host in plan:
-            host_rows = [r for r in rows if r["host"] == host]
+        by_host: dict[str, list[dict]] = {}
+        for r in rows:  # (in plan order: each host's files in rotation order)
+            by_host.setdefault(r["host"], []).append(r)
+        for host, host_rows in by_host.items():
             first = next((i for i, r in enumerate(host_rows) if r["file_id"]), None)
             if first and host_rows[first - 1]["key"] in known:
                 previous[host] = known[host_rows[first - 1]["key"]]["file_id"]
