@@ -94,9 +94,9 @@ class RunContext:
     def engine_for(self, inputs: Sequence[str]) -> Engine:
         """The engine a stage's SQL steps run on (``[engine] name``), seeing ``inputs``.
 
-        DuckDB reads the warehouse directly. Spark gets the tables the stage declares as
-        inputs handed over as Arrow from the warehouse: until the ingest stages write the
-        Parquet tables (:mod:`pipeline.engine.tables`) the warehouse holds them.
+        DuckDB reads the warehouse directly. Spark reads the ingested tables from the Spark
+        ingest's Parquet store when it holds exactly the warehouse's files (:meth:`_stored`);
+        every other input is handed over as Arrow from the warehouse.
         """
         if self.cfg.engine.name != "spark":
             return self.wh.engine

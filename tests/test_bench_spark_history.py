@@ -30,7 +30,7 @@ def test_the_bench_times_each_engine_on_the_same_rows(spark, tmp_path, monkeypat
     config = data / "truth" / "fleetfault.toml"
     results = {e: bench.measure(e, data, tmp_path / "work", config) for e in ("duckdb", "local[2]")}
     duck, ours = results["duckdb"], results["local[2]"]
-    assert duck["smi_rows"] > 0 and duck["xid_rows"] > 0
+    assert duck["smi_rows"] > 0  # (two days of eight GPUs may log no Xid)
     assert (ours["smi_rows"], ours["xid_rows"]) == (duck["smi_rows"], duck["xid_rows"])
     assert ours["master"].startswith("local")
     summary = bench.ratios(results)

@@ -259,3 +259,16 @@ def test_headers_arriving_in_later_nights_settle_as_on_duckdb_whichever_engine_r
     heads = got["duckdb"]["smi_headers"]
     assert heads["reloaded_because"].drop_nulls().len() > 0 and heads["header_from"].drop_nulls().len() > 0
     _assert_same(got["duckdb"], got["mixed"], "nights on DuckDB vs Spark, DuckDB, Spark")
+
+
+def test_the_command_line_prints_the_same_summary_and_exit_code(small, no_derive, cli, capsys, tmp_path):
+    data, _ = small
+    said = {}
+    for engine in ("duckdb", "spark"):
+        wh = tmp_path / engine / "wh.duckdb"
+        code = cli("run", "--engine", engine, "--data", data, "--warehouse", wh, "--out", tmp_path / engine / "out",
+                   "--stage", "inventory", "--stage", "smi", "--stage", "xid", "-q")
+        out = capsys.readouterr().out  # (the summary's first sentence: the paths differ, and may wrap)
+        said[engine] = (code, [line.split(". ")[0] for line in out.splitlines()
+                               if line.startswith(("Loaded", "No new rows"))])
+    assert said["spark"] == said["duckdb"] and said["duckdb"][1], said
