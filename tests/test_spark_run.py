@@ -259,6 +259,18 @@ def test_headers_arriving_in_later_nights_settle_as_on_duckdb_whichever_engine_r
     heads = got["duckdb"]["smi_headers"]
     assert heads["reloaded_because"].drop_nulls().len() > 0 and heads["header_from"].drop_nulls().len() > 0
     _assert_same(got["duckdb"], got["mixed"], "nights on DuckDB vs Spark, DuckDB, Spark")
+    # The store's smi_headers rows of the files it holds are the warehouse's, settled plan included.
+    import duckdb
+
+    store = tmp_path / "mixed" / "wh.tables"
+    ids = duckdb.sql(f"SELECT file_id FROM '{sorted((store / '_registry').glob('v*.parquet'))[-1]}'").fetchall()
+    assert ids
+    in_store = pl.from_arrow(duckdb.sql(
+        f"SELECT * EXCLUDE (day) FROM read_parquet('{store}/tables/smi_headers/**/*.parquet', hive_partitioning = true, "
+        f"hive_types = {{'file_id': BIGINT}}, hive_types_autocast = false) WHERE file_id IN (SELECT unnest({[i for (i,) in ids]}))").arrow())
+    in_wh = _read(tmp_path / "mixed" / "wh.duckdb", ("smi_headers",), ids=True)["smi_headers"]
+    in_wh = in_wh.filter(pl.col("file_id").is_in([i for (i,) in ids]))
+    assert_same_table(in_wh.sort("file_id"), in_store.select(in_wh.columns).sort("file_id"), "store's smi_headers")
 
 
 def test_the_command_line_prints_the_same_summary_and_exit_code(small, no_derive, cli, capsys, tmp_path):

@@ -112,11 +112,21 @@ class ParquetTableStore(TableStore):
                     out.append(self.root + info.path[len(self._base):] if "://" in self.root else info.path)
         return sorted(out)
 
-    def _drop_files(self, file_ids: Sequence[int]) -> None:
-        """Delete every table's partitions of these file ids."""
+    def rewrite_files(self, name: str, frame, file_ids: Sequence[int]) -> None:
+        """Replace a table's rows of these (committed) file ids with ``frame``'s: their folders
+        deleted, then the rows appended. Not atomic: for rows derived again from files already
+        committed (the header plan's ``smi_headers`` columns), whose partitions are known by
+        file id whatever their days."""
+        self._drop_files(file_ids, tables=[name])
+        self.append(name, frame)
+
+    def _drop_files(self, file_ids: Sequence[int], tables: Sequence[str] | None = None) -> None:
+        """Delete every table's (or ``tables``') partitions of these file ids."""
         if not file_ids or not self._exists("tables"):
             return
         for info in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables"))):
+            if tables is not None and posixpath.basename(info.path) not in tables:
+                continue
             for fid in file_ids:
                 folder = posixpath.join(info.path, f"file_id={int(fid)}")
                 if self.fs.get_file_info(folder).type == pafs.FileType.Directory:

@@ -60,8 +60,10 @@ def _ingest(ctx, stage: str, *, reload: Collection[str] | None = None, starts: d
         return dict(wh.engine.rows(f"SELECT file_id, last_fields FROM smi_headers WHERE file_id IN ({literals(file_ids)})",
                                    step="smi: last headers of unchanged files"))
 
+    registry = wh.registry(stage)
+    _retire_stale(store, stage, registry)
     result = ingest(spark, store, stage, ctx.data_dir, ctx.cfg, zones=host_zones(ctx), run_id=wh.run_id,
-                    key_of=ctx.file_key, registry=wh.registry(stage), new_ids=wh.new_file_ids,
+                    key_of=ctx.file_key, registry=registry, new_ids=wh.new_file_ids,
                     last_fields=last_fields, reload=reload, starts=starts)
     if result.committed:
         registry = store.registry()
@@ -69,6 +71,21 @@ def _ingest(ctx, stage: str, *, reload: Collection[str] | None = None, starts: d
         sources = {t: store.parquet_files(t, result.committed) for t in (*TABLES[stage], "quarantine")}
         wh.adopt(stage, files, sources, retired=result.retired)
     return result
+
+
+def _retire_stale(store, stage: str, registry: pa.Table) -> None:
+    """Retire the store's files of ``stage`` that the warehouse's registry no longer lists
+    (replaced by a night on DuckDB, or committed by a run killed before the warehouse took
+    them): the store then holds no version of a file but the warehouse's."""
+    from pipeline.engine.tables import arrow_schema
+
+    mine = store.registry()
+    listed = set(registry.column("file_id").to_pylist())
+    stale = [i for i, st in zip(mine.column("file_id").to_pylist(), mine.column("stage").to_pylist())
+             if st == stage and i not in listed]
+    if stale:
+        log.info("%s: retiring %d file(s) of the store the warehouse's registry no longer lists", stage, len(stale))
+        store.commit(stage, arrow_schema("files").empty_table(), forget=stale)
 
 
 def xid(ctx) -> None:
@@ -131,4 +148,5 @@ def _store_settled_headers(ctx, before: pa.Table) -> None:
     if rows.num_rows:
         from pipeline.engine.tables import conform
 
-        store.replace_partitions("smi_headers", spark.createDataFrame(conform("smi_headers", rows)))
+        store.rewrite_files("smi_headers", spark.createDataFrame(conform("smi_headers", rows)),
+                            rows.column("file_id").to_pylist())
