@@ -221,6 +221,10 @@ class SparkSettings(_Frozen):
     app_name: str = "fleetfault"
     # Spark settings passed to the session builder, e.g. {"spark.executor.memory" = "8g"}.
     conf: Mapping[str, str] = field(default_factory=dict)
+    # Where the Spark ingest keeps its Parquet tables and registry: a folder or any URL Spark
+    # and pyarrow write (hdfs://, s3://, gs://). Empty: beside the warehouse file,
+    # "fleetfault.duckdb" -> "fleetfault.tables/".
+    tables: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,12 @@ DERIVE_AFTER: dict[str, str] = {
     "smi": "pipeline.ingest.telemetry.gpu_days:derive",
     "xid": "pipeline.link.xid:derive",
 }
+#: Stages that run as another function with ``[engine] name = "spark"``: the ingest as Spark
+#: tasks into the Parquet table store, its committed rows copied into the warehouse.
+SPARK_STAGES: dict[str, str] = {
+    "smi": "pipeline.engine.spark_stages:smi",
+    "xid": "pipeline.engine.spark_stages:xid",
+}
 
 
 class StageFailed(FleetfaultError):
@@ -83,23 +89,66 @@ class RunContext:
         self.progress = progress  # a rich.progress.Progress, or None when quiet
         self.reports: dict[str, StageReport] = {}
         self._spark = None  # the Spark engine, started by the first stage that asks for it
+        self._store = None  # the Spark ingest's Parquet table store
 
     def engine_for(self, inputs: Sequence[str]) -> Engine:
         """The engine a stage's SQL steps run on (``[engine] name``), seeing ``inputs``.
 
-        DuckDB reads the warehouse directly. Spark gets the tables the stage declares as
-        inputs handed over as Arrow from the warehouse: until the ingest stages write the
-        Parquet tables (:mod:`pipeline.engine.tables`) the warehouse holds them.
+        DuckDB reads the warehouse directly. Spark reads the ingested tables from the Spark
+        ingest's Parquet store when it holds exactly the warehouse's files (:meth:`_stored`);
+        every other input is handed over as Arrow from the warehouse.
         """
         if self.cfg.engine.name != "spark":
             return self.wh.engine
+        spark = self._spark_engine()
+        stored = self._stored(inputs)
+        for table in inputs:
+            if table in stored:  # read where the Spark ingest wrote it, not copied out of the warehouse
+                stored[table].createOrReplaceTempView(table)
+            else:
+                spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}",
+                                                           step=f"hand {table} to spark"))
+        return spark
+
+    def _stored(self, inputs: Sequence[str]) -> dict:
+        """table -> its committed rows in the Spark ingest's store (a Spark frame), for the
+        ``inputs`` an ingest stage writes, when the store holds exactly the warehouse's files
+        of that stage (it does not after a night on DuckDB, which loads into the warehouse only)."""
+        from pipeline.engine.ingest_parsers import TABLES  # (no Spark module)
+        from pipeline.engine.spark_stages import store_root
+
+        stages = {stage for stage, tables in TABLES.items() if set(tables) & set(inputs)}
+        if not stages or self.wh.path == ":memory:":
+            return {}
+        root = store_root(self.cfg, self.wh.path)
+        if "://" not in root and not (Path(root) / "_registry").is_dir():
+            return {}
+        _, store = self.spark_store()
+        registry = store.registry()
+        out = {}
+        for stage in stages:
+            mine = sorted(i for i, st in zip(registry.column("file_id").to_pylist(), registry.column("stage").to_pylist())
+                          if st == stage)
+            theirs = sorted(self.wh.registry(stage).column("file_id").to_pylist())
+            if mine == theirs:
+                out.update({t: store.read(t) for t in TABLES[stage] if t in inputs})
+        return out
+
+    def _spark_engine(self):
         if self._spark is None:
             from pipeline.engine.spark_engine import SparkEngine  # imported only when asked for
 
             self._spark = SparkEngine(settings=self.cfg.engine.spark)
-        for table in inputs:
-            self._spark.register(table, self.wh.engine.arrow(f"SELECT * FROM {ident(table)}", step=f"hand {table} to spark"))
         return self._spark
+
+    def spark_store(self):
+        """(SparkSession, the Parquet table store of the Spark ingest: ``[engine.spark] tables``)."""
+        if self._store is None:
+            from pipeline.engine.parquet_tables import ParquetTableStore
+            from pipeline.engine.spark_stages import store_root
+
+            self._store = ParquetTableStore(self._spark_engine().spark, store_root(self.cfg, self.wh.path))
+        return self._spark_engine().spark, self._store
 
     def report(self, stage: str) -> StageReport:
         return self.reports.setdefault(stage, StageReport(stage))
@@ -216,6 +265,8 @@ def run_pipeline(
             for name, target in STAGES:
                 if stages and name not in stages:
                     continue
+                if cfg.engine.name == "spark":
+                    target = SPARK_STAGES.get(name, target)
                 t0 = time.perf_counter()
                 try:
                     resolve_stage(target)(ctx)

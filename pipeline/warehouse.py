@@ -28,7 +28,7 @@ import duckdb
 from pipeline.engine import DuckDBEngine, Engine
 from pipeline.errors import EngineError, FleetfaultError, SchemaError
 from pipeline.schemas import TableSchema, all_schemas
-from pipeline.vocab.sql import ident, literal
+from pipeline.vocab.sql import ident, literal, literals
 
 log = logging.getLogger(__name__)
 
@@ -455,7 +455,7 @@ class Warehouse:
             old = [prev[keys[i]]["file_id"] for i in todo if keys[i] in prev]
             if old:
                 self._forget_files(old)
-            ids = [r[0] for r in self._sql("SELECT nextval('file_ids') FROM range(?)", [len(todo)], step="file ids")]
+            ids = self.new_file_ids(len(todo))
             loaded = loader([(paths[i], fid) for i, fid in zip(todo, ids)])
             if len(loaded) != len(todo):
                 raise FleetfaultError(f"{stage}: the batch loader returned {len(loaded)} results for {len(todo)} files")
@@ -506,6 +506,42 @@ class Warehouse:
                 self._sql(f'DELETE FROM "{name}" WHERE file_id IN (SELECT unnest(?::BIGINT[]))', [file_ids],
                          step=f"forget files in {name}")
         self._sql("DELETE FROM files WHERE file_id IN (SELECT unnest(?::BIGINT[]))", [file_ids], step="forget files")
+
+    def new_file_ids(self, n: int) -> list[int]:
+        """``n`` file ids no file has had: every loader numbers files from this one sequence,
+        the Spark ingest's included, so ids never clash whichever engine loaded a file."""
+        return [r[0] for r in self._sql("SELECT nextval('file_ids') FROM range(?)", [n], step="file ids")]
+
+    def registry(self, stage: str):
+        """The registry rows of ``stage`` (the ``files`` table), as Arrow."""
+        return self.engine.arrow(f"SELECT * FROM files WHERE stage = {literal(stage)} ORDER BY file_id", step="registry")
+
+    def adopt(self, stage: str, files, sources: dict[str, list[str]], retired: Collection[int] = ()) -> None:
+        """Register files another writer loaded, under its file ids, with their rows: the
+        Spark ingest's committed files, whose rows DuckDB reads from the Parquet store.
+
+        ``files``: their registry rows (Arrow, the ``files`` columns); ``sources``: table ->
+        the Parquet files (hive-partitioned by ``file_id``) holding those files' rows;
+        ``retired``: file ids whose rows go (changed files' old versions). A file already
+        registered under the same path is replaced. One transaction: all or nothing.
+        """
+        ids = [int(i) for i in files.column("file_id").to_pylist()]
+        paths = files.column("path").to_pylist()
+        with self.transaction():
+            same = [r[0] for r in self._sql(
+                "SELECT file_id FROM files WHERE stage = ? AND (path IN (SELECT unnest(?::VARCHAR[])) "
+                "OR file_id IN (SELECT unnest(?::BIGINT[])))", [stage, paths, ids], step="adopt: files replaced")]
+            old = sorted({*same, *(int(i) for i in retired)})
+            if old:
+                self._forget_files(old)
+            for table, parts in sources.items():
+                if not parts or not ids:
+                    continue
+                cols = ", ".join(ident(c) for c in self.schemas[table].names)
+                self._sql(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM read_parquet([{literals(parts)}], "
+                          "hive_partitioning = true, hive_types = {'file_id': BIGINT}, hive_types_autocast = false) "
+                          "WHERE file_id IN (SELECT unnest(?::BIGINT[]))", [ids], step=f"adopt {table} rows")
+            self.insert("files", files)
 
     def quarantine(self, stage: str, source_file: str, rejects: Iterable[Rejected], *, file_id: int | None = None) -> int:
         rows = [

@@ -38,6 +38,7 @@ class HostSettings:
     boot_time: str | None = None  # kernel: ISO boot time from kernel.boot_times
     fields: str | None = None  # telemetry: the header cells in force before the first file
     configured: str | None = None  # telemetry: the configured cells for the host's headerless files
+    starts: dict[str, str | None] | None = None  # telemetry: registry key -> the cells a file starts with
 
 
 def input_files(stage: str, data_dir: Path) -> dict[str, list[Path]]:
@@ -78,6 +79,13 @@ def parse_host(stage: str, host: str, files: list[HostFile], settings: HostSetti
     from pipeline.ingest.telemetry.stage import load_file
 
     configured = from_cells(settings.configured)
+    starts = settings.starts or {}
+    key_of = {Path(f.path): f.key for f in files}
+
+    def start_of(path: Path, fields):
+        # the header plan's pick for a headerless file, else the predecessor's field list
+        key = key_of[Path(path)]
+        return from_cells(starts[key]) if key in starts else fields
 
     def single(path: Path, file_id: int, fields):
         loaded, last = load_file(path, file_id, host=host, tz=settings.tz, fields=fields)
@@ -89,6 +97,7 @@ def parse_host(stage: str, host: str, files: list[HostFile], settings: HostSetti
     for at in range(0, len(files), BATCH_FILES):
         chunk = files[at:at + BATCH_FILES]
         items = [(Path(f.path), f.file_id) for f in chunk]
-        for f, (loaded, last) in zip(chunk, load_files(items, host=host, tz=settings.tz, fields=fields, single=single)):
+        for f, (loaded, last) in zip(chunk, load_files(items, host=host, tz=settings.tz, fields=fields, single=single,
+                                                  start_of=start_of)):
             fields = last
             yield f, loaded

@@ -95,11 +95,38 @@ class ParquetTableStore(TableStore):
         (self._with_day(name, frame).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy(*keys).parquet(self.table_path(name)))
 
-    def _drop_files(self, file_ids: Sequence[int]) -> None:
-        """Delete every table's partitions of these file ids."""
+    def parquet_files(self, name: str, file_ids: Sequence[int]) -> list[str]:
+        """The Parquet files holding these file ids' rows of a table (hive-partitioned paths
+        that DuckDB's ``read_parquet(..., hive_partitioning = true)`` reads), as URLs under a
+        URL root."""
+        if not file_ids or not self._exists("tables", name):
+            return []
+        wanted = {f"file_id={int(i)}" for i in file_ids}
+        base = self._fs_path("tables", name)
+        present = [i.path for i in self.fs.get_file_info(pafs.FileSelector(base))
+                   if posixpath.basename(i.path) in wanted]
+        out = []
+        for folder in present:
+            for info in self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
+                if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
+                    out.append(self.root + info.path[len(self._base):] if "://" in self.root else info.path)
+        return sorted(out)
+
+    def rewrite_files(self, name: str, frame, file_ids: Sequence[int]) -> None:
+        """Replace a table's rows of these (committed) file ids with ``frame``'s: their folders
+        deleted, then the rows appended. Not atomic: for rows derived again from files already
+        committed (the header plan's ``smi_headers`` columns), whose partitions are known by
+        file id whatever their days."""
+        self._drop_files(file_ids, tables=[name])
+        self.append(name, frame)
+
+    def _drop_files(self, file_ids: Sequence[int], tables: Sequence[str] | None = None) -> None:
+        """Delete every table's (or ``tables``') partitions of these file ids."""
         if not file_ids or not self._exists("tables"):
             return
         for info in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables"))):
+            if tables is not None and posixpath.basename(info.path) not in tables:
+                continue
             for fid in file_ids:
                 folder = posixpath.join(info.path, f"file_id={int(fid)}")
                 if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
@@ -138,7 +165,13 @@ class ParquetTableStore(TableStore):
 
     def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
         current = self.registry()
-        gone = sorted(set(int(i) for i in forget))
+        # A path committed here but never seen by the registry the ingest decided with (the
+        # warehouse's, when a run died between this commit and the warehouse's copy) is
+        # retired too: a path is one file id.
+        mine = set(zip(files.column("stage").to_pylist(), files.column("path").to_pylist()))
+        same_path = [r["file_id"] for r in current.select(["file_id", "stage", "path"]).to_pylist()
+                     if (r["stage"], r["path"]) in mine]
+        gone = sorted(set(int(i) for i in [*forget, *same_path]))
         # The retired files join the open ingest's list first: should the run die between the
         # commit and their deletion, the next begin() finds them unlisted and deletes them.
         self._write_txn(stage, [*files.column("file_id").to_pylist(), *gone])

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from pipeline.engine.base import _to_arrow
 from pipeline.engine.ingest_parsers import TABLES, HostFile, HostSettings, configured_fields, input_files, parse_host
 from pipeline.engine.tables import TableStore, arrow_schema, conform
 from pipeline.vocab.hosts import host_key
+from pipeline.warehouse import FileResult
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,11 @@ class IngestResult:
     rows_read: int = 0
     rows_loaded: int = 0
     rows_quarantined: int = 0
+    #: registry key -> what became of the file ("loaded", "reloaded", "unchanged"; the warehouse's FileResult)
+    by_key: dict = field(default_factory=dict)
+    #: the file ids committed by this ingest, and those it retired (files changed or loaded again)
+    committed: list[int] = field(default_factory=list)
+    retired: list[int] = field(default_factory=list)
 
 
 def envelope(stage: str) -> pa.Schema:
@@ -125,7 +131,8 @@ def _parse_task(stage: str, settings: dict[str, HostSettings], run_id: int | Non
     return run
 
 
-def _host_settings(stage: str, cfg, hosts: list[str], zones: dict[str, str], carried: dict[str, str | None]):
+def _host_settings(stage: str, cfg, hosts: list[str], zones: dict[str, str], carried: dict[str, str | None],
+                   starts: dict[str, str | None]):
     out = {}
     for host in hosts:
         tz = zones.get(host_key(host), cfg.time.default_tz)
@@ -134,24 +141,26 @@ def _host_settings(stage: str, cfg, hosts: list[str], zones: dict[str, str], car
         else:
             configured = configured_fields(cfg, host)
             start = carried[host] if carried.get(host) else configured
-            out[host] = HostSettings(tz=tz, fields=start, configured=configured)
+            out[host] = HostSettings(tz=tz, fields=start, configured=configured, starts=starts)
     return out
 
 
-def _carried_fields(store: TableStore, previous: dict[str, int]) -> dict[str, str | None]:
-    """host -> the header its last unchanged file before the first one to parse ended with."""
-    if not previous:
-        return {}
-    from pyspark.sql import functions as F
+def _store_last_fields(store: TableStore) -> Callable[[list[int]], dict[int, str | None]]:
+    """file id -> the header cells the file ended with, from the store's ``smi_headers``."""
+    def last_fields(file_ids: list[int]) -> dict[int, str | None]:
+        from pyspark.sql import functions as F
 
-    heads = (store.read("smi_headers").where(F.col("file_id").isin(list(previous.values())))
-             .select("file_id", "last_fields").collect())
-    last = {r["file_id"]: r["last_fields"] for r in heads}
-    return {host: last.get(fid) for host, fid in previous.items()}
+        heads = store.read("smi_headers").where(F.col("file_id").isin(file_ids)).select("file_id", "last_fields")
+        return {r["file_id"]: r["last_fields"] for r in heads.collect()}
+
+    return last_fields
 
 
 def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: dict[str, str] | None = None,
-           run_id: int | None = None, key_of=None) -> IngestResult:
+           run_id: int | None = None, key_of=None, registry: pa.Table | None = None,
+           new_ids: Callable[[int], list[int]] | None = None,
+           last_fields: Callable[[list[int]], dict[int, str | None]] | None = None,
+           reload: Collection[str] | None = None, starts: dict[str, str | None] | None = None) -> IngestResult:
     """Load the stage's new and changed files into ``store``; unchanged ones are skipped.
 
     Parameters
@@ -167,6 +176,21 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
         host key -> time zone (from the inventory's sites); default ``time.default_tz``.
     key_of : callable, optional
         path -> registry key; default the path relative to ``data_dir``.
+    registry : pyarrow.Table, optional
+        The registry whose rows say which files are loaded and unchanged (the ``files``
+        columns); default the store's. ``fleetfault run`` passes the warehouse's: one
+        registry whichever engine loaded a file (:mod:`pipeline.engine.spark_stages`).
+    new_ids : callable, optional
+        n -> n unused file ids; default after the store's largest.
+    last_fields : callable, optional
+        file ids -> the header cells each ended with (``smi_headers.last_fields``) for the
+        unchanged file a host's first file to parse continues; default the store's.
+    reload : collection of str, optional
+        Only these registry keys, loaded again even when unchanged (the header plan's
+        reloads); default every new or changed file.
+    starts : dict, optional
+        registry key -> the header cells the file starts with (None: none), instead of the
+        ones its predecessor ended with (the header plan's pick for a headerless file).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -176,6 +200,8 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     plan = input_files(stage, data_dir)
     rows = [{"host": host, "path": str(p.resolve()), "key": key_of(p), "file_id": 0, "order": i, "sha256": None,
              "size": None} for host, paths in plan.items() for i, p in enumerate(paths)]
+    if reload is not None:  # only these are read (and hashed) again
+        rows = [r for r in rows if r["key"] in reload]
     result = IngestResult(files=len(rows))
     if not rows:
         return result
@@ -184,29 +210,38 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     hashed = (listing.select("path").repartition(parallel)
               .mapInArrow(_hash_files, "path STRING, sha256 STRING, size BIGINT").toArrow().to_pylist())
     digest = {h["path"]: (h["sha256"], h["size"]) for h in hashed}
-    reg = store.registry().to_pylist()
+    reg = (store.registry() if registry is None else registry).to_pylist()
     known = {r["path"]: r for r in reg if r["stage"] == stage}
-    todo, forget, next_id = [], [], store.next_file_id()
+    todo, forget = [], []
     for row in rows:
         row["sha256"], row["size"] = digest[row["path"]]
         prev = known.get(row["key"])
-        if prev is not None and prev["sha256"] == row["sha256"]:
+        if reload is None and prev is not None and prev["sha256"] == row["sha256"]:
             result.unchanged += 1
+            result.by_key[row["key"]] = FileResult(row["key"], "unchanged")
             continue
         if prev is not None:
             forget.append(prev["file_id"])
-        row["file_id"], next_id = next_id, next_id + 1
         todo.append(row)
     if not todo:
         return result
+    ids = new_ids(len(todo)) if new_ids is not None else range(store.next_file_id(), store.next_file_id() + len(todo))
+    for row, fid in zip(todo, ids):
+        row["file_id"] = int(fid)
     previous = {}  # host -> file id of the unchanged file just before its first one to parse
     if stage == "smi":
-        for host, paths in plan.items():
-            host_rows = [r for r in rows if r["host"] == host]
+        by_host: dict[str, list[dict]] = {}
+        for r in rows:  # (in plan order: each host's files in rotation order)
+            by_host.setdefault(r["host"], []).append(r)
+        for host, host_rows in by_host.items():
             first = next((i for i, r in enumerate(host_rows) if r["file_id"]), None)
-            if first:
+            if first and host_rows[first - 1]["key"] in known:
                 previous[host] = known[host_rows[first - 1]["key"]]["file_id"]
-    settings = _host_settings(stage, cfg, list(plan), zones or {}, _carried_fields(store, previous))
+    carried = {}
+    if previous:
+        last = (last_fields or _store_last_fields(store))(sorted(set(previous.values())))
+        carried = {host: last.get(fid) for host, fid in previous.items()}
+    settings = _host_settings(stage, cfg, list(plan), zones or {}, carried, starts or {})
     store.begin(stage, [r["file_id"] for r in todo])
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     shape = envelope(stage)
@@ -224,6 +259,10 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
         parsed.unpersist()
     files = conform("files", files)
     store.commit(stage, files, forget=forget)
+    result.committed, result.retired = files.column("file_id").to_pylist(), forget
+    for r in files.to_pylist():
+        result.by_key[r["path"]] = FileResult(r["path"], "reloaded" if r["path"] in known else "loaded",
+                                              r["rows_read"], r["rows_loaded"], r["rows_quarantined"])
     result.rows_read = sum(files.column("rows_read").to_pylist())
     result.rows_loaded = sum(files.column("rows_loaded").to_pylist())
     result.rows_quarantined = sum(files.column("rows_quarantined").to_pylist())
