@@ -210,8 +210,12 @@ def _fast_batch(con, items: list[Item], lay: Layout, header):
     joined on the file name (``_smi_files``), so files of any hosts share the statement."""
     fields = list(lay.fields)
     ts = [f.name for f in fields].index("timestamp")
+    # Cells the facts neither clean nor take as a GPU's identity are only compared on
+    # repeated header lines.
+    used = {i for i, (f, u) in enumerate(zip(fields, facts.used_fields(fields)))
+            if not u.ignored or f.name in facts.ID_RAW.values()}
     src = lines_source([it.path for it in items], len(fields), ts, lay.skip, lay.delim, newline=lay.newline,
-                       gzip=lay.gzip)
+                       gzip=lay.gzip, used=used)
     header = header or [list(c) for c in lay.header]
     con.register("_smi_files", pl.DataFrame(
         {"filename": [str(it.path) for it in items], "file_id": [it.file_id for it in items],
