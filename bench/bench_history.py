@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shlex
 import subprocess
@@ -44,21 +45,23 @@ def _files(folder: Path) -> list[str]:
     return sorted(str(p) for p in folder.rglob("*") if p.is_file())
 
 
-def bare_read(files: list[str]) -> tuple[float, int]:
-    """Seconds and lines for one all-varchar ``read_csv`` of every line of ``files``."""
+def bare_read(files: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, lines and CPU seconds (the process's, DuckDB's threads included) for
+    one all-varchar ``read_csv`` of every line of ``files``."""
     con = duckdb.connect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = con.sql(
         "SELECT count(*) FROM read_csv($files, columns={'line': 'VARCHAR'}, header=false, delim=chr(1), "
         "quote='', escape='', auto_detect=false, null_padding=true, ignore_errors=true, "
         "strict_mode=false, filename=true)",
         params={"files": files},
     ).fetchall()[0][0]
-    return time.perf_counter() - t0, n
+    return time.perf_counter() - t0, n, time.process_time() - c0
 
 
-def stage_seconds(data: Path, work: Path, config: Path | None) -> dict[str, float]:
-    """Wall seconds of the smi and xid stages (run.py's order and derivations) on a new warehouse."""
+def stage_seconds(data: Path, work: Path, config: Path | None) -> dict[str, tuple[float, float]]:
+    """Wall and CPU seconds of the smi and xid stages (run.py's order and derivations) on a
+    new warehouse."""
     from pipeline.config import load_config
     from pipeline.run import run_pipeline
 
@@ -67,9 +70,9 @@ def stage_seconds(data: Path, work: Path, config: Path | None) -> dict[str, floa
     run_pipeline(cfg, data, wh, out, stages=["inventory"])
     times = {}
     for stage in ("smi", "xid"):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run_pipeline(cfg, data, wh, out, stages=[stage])
-        times[stage] = time.perf_counter() - t0
+        times[stage] = (time.perf_counter() - t0, time.process_time() - c0)
     return times
 
 
@@ -93,23 +96,30 @@ def main() -> None:
     print(f"config: {config or 'defaults'}")
     smi_files, kernel_files = _files(args.data / "telemetry"), _files(args.data / "kernel")
     gz = [f for f in smi_files + kernel_files if f.endswith(".gz")]
+    load = [os.getloadavg()[0]]
     print(f"{len(smi_files)} telemetry files, {len(kernel_files)} kernel files ({len(gz)} gzipped)")
     bare = {"smi": [bare_read(smi_files)], "xid": [bare_read(kernel_files)]}
     with tempfile.TemporaryDirectory(prefix="fleetfault-history-") as tmp:
         stages = stage_seconds(args.data, Path(tmp), config)
     bare["smi"].append(bare_read(smi_files))
     bare["xid"].append(bare_read(kernel_files))
+    load.append(os.getloadavg()[0])
     result = {"data": str(args.data), "config": str(config or ""), "telemetry_files": len(smi_files), "kernel_files": len(kernel_files)}
     for stage in ("smi", "xid"):
-        b_s, lines = min(bare[stage])
-        result[stage] = {"stage_s": round(stages[stage], 2), "bare_s": round(b_s, 2), "lines": lines,
-                         "ratio": round(stages[stage] / b_s, 1)}
-        print(f"{stage:4s} stage {stages[stage]:8.1f} s   bare read_csv {b_s:6.2f} s ({lines:,} lines)   "
-              f"ratio {stages[stage] / b_s:5.1f}x")
-    total = stages["smi"] + stages["xid"]
+        b_s, lines, _ = min(bare[stage])
+        b_cpu = min(b[2] for b in bare[stage])
+        wall, cpu = stages[stage]
+        result[stage] = {"stage_s": round(wall, 2), "bare_s": round(b_s, 2), "lines": lines,
+                         "ratio": round(wall / b_s, 1), "stage_cpu_s": round(cpu, 2), "bare_cpu_s": round(b_cpu, 2),
+                         "cpu_ratio": round(cpu / b_cpu, 1)}
+        print(f"{stage:4s} stage {wall:8.1f} s ({cpu:8.1f} s CPU)   bare read_csv {b_s:6.2f} s ({b_cpu:6.2f} s CPU, "
+              f"{lines:,} lines)   ratio {wall / b_s:5.1f}x wall, {cpu / b_cpu:5.1f}x CPU")
+    total = stages["smi"][0] + stages["xid"][0]
+    result["load_avg_1min"] = [round(x, 1) for x in load]
     result["smi_plus_xid_s"] = round(total, 1)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    print(f"smi + xid: {total:.1f} s ({total / 60:.1f} min); peak RSS {result['peak_rss_mib']} MiB")
+    print(f"smi + xid: {total:.1f} s ({total / 60:.1f} min); peak RSS {result['peak_rss_mib']} MiB; "
+          f"1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

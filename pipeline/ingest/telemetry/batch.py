@@ -210,6 +210,9 @@ def _fast_batch(con, items: list[Item], lay: Layout, header):
     joined on the file name (``_smi_files``), so files of any hosts share the statement."""
     fields = list(lay.fields)
     ts = [f.name for f in fields].index("timestamp")
+    # The cells the facts neither clean nor take as a GPU's identity are read only by the
+    # repeated-header test, from ``_cells`` (``hourly_sql``'s ``cells``): their ``c<i>`` are
+    # never referenced, so DuckDB does not fill them.
     src = lines_source([it.path for it in items], len(fields), ts, lay.skip, lay.delim, newline=lay.newline,
                        gzip=lay.gzip)
     header = header or [list(c) for c in lay.header]
@@ -250,9 +253,21 @@ def _fast_batch(con, items: list[Item], lay: Layout, header):
                            rejects=rejects), it.file_id))
         ok.append(it.file_id)
     good = df.filter(data & ~nohour & pl.col("file_id").is_in(ok)) if ok else df.clear()
-    parts = _to_utc(good).partition_by("file_id", as_dict=True) if ok else {}
+    parts = _by_file(_to_utc(good)) if ok else {}
     empty = _no_hourly()
-    return [None if r is None else (r[0], parts.get((r[1],), empty)) for r in out]
+    return [None if r is None else (r[0], parts.get(r[1], empty)) for r in out]
+
+
+def _by_file(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Each file's rows as a slice of ``df`` sorted by file (no copy per file, as
+    ``partition_by`` would make: the warehouse concatenates them again)."""
+    df = df.sort("file_id", maintain_order=True)
+    runs = df.select(pl.col("file_id").rle()).unnest("file_id")
+    out, at = {}, 0
+    for n, fid in runs.iter_rows():
+        out[fid] = df.slice(at, n)
+        at += n
+    return out
 
 
 def _to_utc(df: pl.DataFrame) -> pl.DataFrame:
@@ -349,6 +364,7 @@ def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: lis
 
 
 def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = None,
+              firsts: dict[Path, list[Field] | None] | None = None,
               ) -> list[list[tuple[Loaded, list[Field] | None]]]:
     """Hourly facts of many hosts' files, batched by layout across hosts.
 
@@ -356,14 +372,16 @@ def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = 
     ``(Loaded, fields after it)``. ``start_of(path, fields)``: the field list a file starts
     with, given the one its predecessor ended with (default: that one; the stage's header
     plan, :mod:`pipeline.ingest.telemetry.header_plan`, may name another).
+    ``firsts``, when given, gets the header of the first line (None: it starts with data)
+    of each file whose layout was read here, so that the header plan need not open it again.
     Returns, per run and file, its :class:`Loaded` and the field list in force after it.
     """
     start_of = start_of or (lambda _path, flds: flds)
     with scratch() as con:
-        return _load_runs(con, runs, single=single, start_of=start_of)
+        return _load_runs(con, runs, single=single, start_of=start_of, firsts={} if firsts is None else firsts)
 
 
-def _load_runs(con, runs: list[Run], *, single, start_of):
+def _load_runs(con, runs: list[Run], *, single, start_of, firsts):
     # 1. Each file's layout, its predecessor assumed read fast (a fast file ends with its
     #    layout's fields); a file the fast path cannot take is read line by line now.
     picks: list[list[_Pick]] = []
@@ -372,7 +390,9 @@ def _load_runs(con, runs: list[Run], *, single, start_of):
         current, mine = run.fields, []
         for k, (path, fid) in enumerate(run.items):
             current = start_of(path, current)
-            lay, _ = probe(path, current)
+            lay, hf = probe(path, current)
+            if lay is not None:
+                firsts[path] = hf
             if lay is None:
                 res = single(path, fid, current, run)
                 mine.append(_Pick(start=current, result=res))

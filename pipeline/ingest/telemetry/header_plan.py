@@ -23,6 +23,7 @@ reloads the files whose start changed (a header that arrived later), saying why.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -146,7 +147,11 @@ def _engine():
 def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[bool]:
     """Per row of trimmed cells, whether every value reads under its field: the SQL the
     loaders clean with (:func:`~pipeline.ingest.telemetry.fields.bad_sql`), run over these
-    few rows, so that a header is fitted by the same meaning of a cell the load uses."""
+    rows, so that a header is fitted by the same meaning of a cell the load uses.
+
+    The rows go to the engine as a registered frame, not as SQL literals: a host with a
+    headerless file a day has thousands of sample rows, and a ``VALUES`` list of every
+    cell costs more to quote and parse than to check."""
     checks = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
     clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, never a value)
     if not checks or not any(clean):
@@ -183,11 +188,13 @@ def fits_many(fields: Sequence[Field], samples: Sequence[Sequence[str]]) -> list
         wholes.append(whole if whole and len(whole) >= len(sample) - 1 else [])
     rows = [cells for whole in wholes for cells in whole]
     read = values_read(fields, rows) if rows else []
+    # (_text_fits says True for any other field: only these cells need a look)
+    judged = [(i, f) for i, f in enumerate(fields) if f.kind == "pci" or f.name in ("name", "uuid")]
     out, k = [], 0
     for whole in wholes:
         ok = read[k:k + len(whole)]
         k += len(whole)
-        good = sum(r and all(_text_fits(f, c) for f, c in zip(fields, cells)) for cells, r in zip(whole, ok))
+        good = sum(r and all(_text_fits(f, cells[i]) for i, f in judged) for cells, r in zip(whole, ok))
         out.append(bool(whole) and good * 10 >= len(whole) * 9)
     return out
 
@@ -230,36 +237,72 @@ def plan_starts(files: Sequence[HostFile], configured: list[Field] | None) -> li
     fits (its own first header further down, then the first header of the nearest later
     file that wrote one), else ``configured``.
     """
+    heads = _Candidates(files)
+    picks = _first_fits(files, heads)
     out: list[Start] = []
-    fitted = _fit_all(files)
     for i, f in enumerate(files):
         if f.starts_with_header:
             out.append(Start(f.own_first, f.key))
-            continue
-        before = [(g.own_last, g.key) for g in reversed(files[:i]) if g.own_last]
-        # after it: a header written further down the file itself, then in later files
-        after = [(g.own_first, g.key) for g in files[i:] if g.own_first]
-        pick = None
-        if (before or after) and not f.lines():  # no data line before its header: nothing to guess for
-            pick = Start(None, None)
-        for flds, key in before + after:
-            if pick is None and fitted[(tuple(flds), i)]:
-                pick = Start(flds, key)
-        if pick is None:
-            pick = Start(configured, "config" if configured else None)
-        out.append(pick)
+        elif heads.count(i) and not f.lines():  # no data line before its header: nothing to guess for
+            out.append(Start(None, None))
+        else:
+            out.append(picks.get(i) or Start(configured, "config" if configured else None))
     return out
 
 
-def _fit_all(files: Sequence[HostFile]) -> dict[tuple[tuple[Field, ...], int], bool]:
-    """Whether each header of the host fits each headerless file's lines: (fields, file
-    position) -> bool, one statement per header (:func:`fits_many`)."""
-    headers = {tuple(h) for g in files for h in (g.own_last, g.own_first) if h}
-    todo = [i for i, f in enumerate(files) if not f.starts_with_header]
-    if not headers or not todo:
-        return {}
-    samples = [files[i].lines() for i in todo]
-    return {(h, i): ok for h in headers for i, ok in zip(todo, fits_many(list(h), samples))}
+class _Candidates:
+    """The headers a headerless file may take, nearest first: the last header of each
+    earlier file that wrote one (nearest first), then the first header of the file itself
+    and of each later file that wrote one. Looked up by position, not listed per file (a
+    year of daily files would make the lists quadratic)."""
+
+    def __init__(self, files: Sequence[HostFile]):
+        self.files = files
+        self.lasts = [j for j, g in enumerate(files) if g.own_last]
+        self.firsts = [j for j, g in enumerate(files) if g.own_first]
+
+    def count(self, i: int) -> int:
+        return bisect.bisect_left(self.lasts, i) + len(self.firsts) - bisect.bisect_left(self.firsts, i)
+
+    def get(self, i: int, k: int) -> tuple[tuple[Field, ...], str]:
+        """File ``i``'s ``k``-th candidate: (its fields, the file it comes from)."""
+        before = bisect.bisect_left(self.lasts, i)
+        if k < before:
+            g = self.files[self.lasts[before - 1 - k]]
+            return tuple(g.own_last), g.key
+        g = self.files[self.firsts[bisect.bisect_left(self.firsts, i) + k - before]]
+        return tuple(g.own_first), g.key
+
+
+def _first_fits(files: Sequence[HostFile], heads: _Candidates) -> dict[int, Start]:
+    """Per headerless file, the first of its candidate headers that fits its lines.
+    Candidates are tried in rounds, one statement per header a round (:func:`fits_many`):
+    a file is fitted against its next candidate only when the ones before failed, so a
+    copytruncate host's files (which mostly fit their first) cost one round, not one
+    statement per header of the host for every file."""
+    picks: dict[int, Start] = {}
+    tried: dict[tuple[tuple[Field, ...], int], bool] = {}
+    nxt = {i: 0 for i, f in enumerate(files) if not f.starts_with_header and heads.count(i) and f.lines()}
+    while nxt:
+        ask: dict[tuple[Field, ...], list[int]] = {}
+        for i, k in nxt.items():
+            ask.setdefault(heads.get(i, k)[0], []).append(i)
+        for h, idx in ask.items():
+            for i, ok in zip(idx, fits_many(list(h), [files[i].lines() for i in idx])):
+                tried[(h, i)] = ok
+        for i in list(nxt):
+            k, n = nxt[i], heads.count(i)
+            while k < n and tried.get((heads.get(i, k)[0], i)) is False:
+                k += 1  # (a header already found not to fit: the next candidate)
+            if k < n and tried.get((heads.get(i, k)[0], i)):
+                flds, key = heads.get(i, k)
+                picks[i] = Start(list(flds), key)
+                del nxt[i]
+            elif k < n:
+                nxt[i] = k
+            else:
+                del nxt[i]
+    return picks
 
 
 def from_cells(text: str | None) -> list[Field] | None:

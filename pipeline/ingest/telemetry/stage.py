@@ -379,13 +379,18 @@ def run(ctx) -> None:
     sites = dict(wh.engine.rows(f"SELECT {host_key_sql('host')}, any_value(site) FROM inventory "
                                 "WHERE host IS NOT NULL GROUP BY 1", step="smi: sites of hosts"))
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host)
+    keys: dict[Path, str] = {}
     for host_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         prev = None
+        # A file's registry key resolves its path (a system call per part of it): the
+        # host's folder is resolved once, a file only when it is itself a link.
+        base = Path(ctx.file_key(host_dir))
         for path in telemetry_files(host_dir):
             plan.append((path, host_dir.name, prev))
+            keys[path] = ctx.file_key(path) if path.is_symlink() else str(base / path.name)
             prev = path
     state: dict[Path, list[Field] | None] = {}
-    key_of = functools.cache(ctx.file_key)  # (a file's registry key resolves its path: once a run)
+    key_of = keys.__getitem__
     configured = functools.cache(functools.partial(configured_fields, ctx.cfg))  # (once a host)
 
     def before(host: str, prev: Path | None) -> list[Field] | None:
@@ -428,16 +433,18 @@ def run(ctx) -> None:
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
         return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of,
-                               configured=configured)
+                               configured=configured, firsts=firsts)
 
+    # The header of each file's first line, as the loader found it (None: data first).
+    firsts: dict[Path, list[Field] | None] = {}
     with stage_scratch():
         results = ingest(plan)
-        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of, configured))
+        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of, configured, firsts))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
 def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of,
-                    configured) -> dict[Path, FileResult]:
+                    configured, firsts: dict | None = None) -> dict[Path, FileResult]:
     """Read every file that starts without a header with the header
     :func:`~pipeline.ingest.telemetry.header_plan.plan_starts` picks for it from all the host's files
     present now, and record the pick (``smi_headers.header_from``).
@@ -468,7 +475,8 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
         files = []
         for (path, _), key in zip(entries, keys):
             file_id, start, last, own, src, skipped = reg[key]
-            first = header_plan.from_cells(own) if src == key and own else header_fields(first_line(path))
+            first = (header_plan.from_cells(own) if src == key and own
+                     else firsts[path] if firsts and path in firsts else header_fields(first_line(path)))
             if first is not None:
                 own_first = first
             elif own is not None:  # '' : looked for before, none
@@ -522,7 +530,7 @@ INGEST_FILES = 2000
 
 
 def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
-                    key_of=None, configured=None) -> dict[Path, FileResult]:
+                    key_of=None, configured=None, firsts=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, :data:`INGEST_FILES`
     at a time (one transaction each); within a chunk, the files of all hosts that share a
     layout are read by one DuckDB statement (:func:`~pipeline.ingest.telemetry.batch.load_runs`).
@@ -544,7 +552,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
             host, prev = info[path]
             runs.append(batch.Run(host, ctx.cfg.site_tz(sites.get(host_key(host))), before(host, prev), [(path, fid)]))
         out: list[Loaded] = []
-        for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of)):
+        for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of, firsts=firsts)):
             for (path, _), (loaded, last) in zip(run.items, results):
                 state[path] = last
                 out.append(loaded)
