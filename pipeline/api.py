@@ -42,10 +42,13 @@ def open_warehouse(path: str | Path | None = None, cfg: Config | None = None) ->
     Parameters
     ----------
     path : str or Path, optional
-        The DuckDB file; default ``paths.warehouse`` of the config.
+        The DuckDB file, or with Spark the tables' folder or URL, as ``--warehouse`` takes
+        it (:func:`pipeline.location.resolve_warehouse`); default ``paths.warehouse``.
     """
+    from pipeline.location import resolve_warehouse
+
     cfg = cfg or config()
-    path = Path(path) if path else Path(cfg.paths.warehouse)
+    path = resolve_warehouse(cfg, path).catalog
     if not path.exists():
         raise UsageError(f"no warehouse at {path}: run `fleetfault run` first, or pass its path")
     from pipeline.run import open_warehouse as _open  # the config's engine, as every command gets it

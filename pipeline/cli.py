@@ -24,10 +24,9 @@ import typer
 from rich.table import Table
 
 from pipeline.cli_app import (  # noqa: F401  (re-exported: older code imports them from here)
-    ConfigOpt, OutOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
+    ConfigOpt, EngineOpt, OutOpt, WarehouseOpt, app, console, existing_warehouse, group, out_console, parse_inputs, setup,
     warehouse_path,
 )
-from pipeline.config import with_engine
 from pipeline.errors import FleetfaultError, UsageError
 
 #: Modules whose ``register(app)`` adds commands. Only commands that work are listed.
@@ -50,7 +49,7 @@ def run(
     warehouse: WarehouseOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the report and exports. Default: out/.")] = None,
     config: ConfigOpt = None,
-    engine: Annotated[Optional[str], typer.Option("--engine", help="duckdb or spark: what runs the SQL steps (overrides [engine] name in the config). Default: duckdb.")] = None,
+    engine: EngineOpt = None,
     stage: Annotated[Optional[list[str]], typer.Option("--stage", help="Run only this stage (repeatable); used by dvc.yaml.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
     accept_rejects: Annotated[bool, typer.Option("--accept-rejects", help="Exit 0 even when rows were quarantined (for schedulers such as DVC that stop on any non-zero exit).")] = False,
@@ -65,19 +64,20 @@ def run(
 
     from pipeline.run import run_pipeline
 
-    cfg = setup(config, verbose)
-    if engine:
-        cfg = with_engine(cfg, engine)
+    from pipeline.location import resolve_warehouse
+
+    cfg = setup(config, verbose, engine)
     data_dir = Path(data) if data else Path(cfg.paths.data)
     out_dir = Path(out) if out else Path(cfg.paths.out)
-    wh = warehouse_path(cfg, warehouse)
+    loc = resolve_warehouse(cfg, warehouse)
+    wh = loc.catalog  # the DuckDB file: what every other command's --warehouse also accepts
     if quiet or not console.is_terminal:
-        reports, code = run_pipeline(cfg, data_dir, wh, out_dir, stages=stage)
+        reports, code = run_pipeline(cfg, data_dir, loc, out_dir, stages=stage)
     else:
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*cols, console=console, transient=True) as progress:
-            reports, code = run_pipeline(cfg, data_dir, wh, out_dir, stages=stage, progress=progress)
-    table = Table(title=f"fleetfault run: {data_dir} -> {wh}")
+            reports, code = run_pipeline(cfg, data_dir, loc, out_dir, stages=stage, progress=progress)
+    table = Table(title=f"fleetfault run: {data_dir} -> {wh}" + (f" (tables {loc.tables})" if loc.tables else ""))
     for col in ("stage", "files", "skipped", "read", "loaded", "rejected", "out", "s"):
         table.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
     table.caption = "skipped: files already loaded unchanged; rejected: rows sent to the quarantine"
@@ -126,6 +126,7 @@ def export(
     table: Annotated[str, typer.Argument(help="xid, tickets, gpu_days, failures, inventory, quarantine, files or runs.")],
     out: OutOpt,
     warehouse: WarehouseOpt = None,
+    engine: EngineOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Write one warehouse table with the contract's columns."""
@@ -133,7 +134,7 @@ def export(
     from pipeline.run import open_warehouse
     from pipeline.vocab.sql import ident
 
-    cfg = setup(config)
+    cfg = setup(config, engine=engine)
     if table not in EXPORTS:
         raise UsageError(f"export: unknown table {table!r}; choose one of {', '.join(EXPORTS)}")
     name, cols = EXPORTS[table]

@@ -34,7 +34,9 @@ out_console = Console()
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config file (TOML). Default: ./fleetfault.toml if present, else built-in defaults.")]
 OutOpt = Annotated[Path, typer.Option("-o", "--out", help="Output file: .parquet, .xlsx, else CSV.")]
-WarehouseOpt = Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config (fleetfault.duckdb).")]
+# A str, not a Path: Path("s3://bucket/wh") would drop a slash of the URL.
+WarehouseOpt = Annotated[Optional[str], typer.Option("--warehouse", help="DuckDB warehouse file; with Spark, the folder or URL of its tables (docs/spark.md). Default: paths.warehouse in the config (fleetfault.duckdb).")]
+EngineOpt = Annotated[Optional[str], typer.Option("--engine", help="duckdb or spark (overrides engine.name in the config); with spark, --warehouse names the tables' folder or URL. Default: duckdb.")]
 
 _GROUPS: dict[str, typer.Typer] = {}
 
@@ -48,14 +50,14 @@ def group(name: str, help: str) -> typer.Typer:
     return _GROUPS[name]
 
 
-def setup(config: Path | None, verbose: bool = False) -> Config:
-    """Load the config once and set up logging; every command starts here."""
+def setup(config: Path | None, verbose: bool = False, engine: str | None = None) -> Config:
+    """Load the config once (``--engine`` applied) and set up logging; every command starts here."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    return load_config(config)
+    return engine_config(load_config(config), engine)
 
 
 def parse_inputs(command: str, cfg: Config, tz: str | None, files: list[Path]) -> str:
@@ -74,13 +76,27 @@ def parse_inputs(command: str, cfg: Config, tz: str | None, files: list[Path]) -
     return zone
 
 
-def warehouse_path(cfg: Config, warehouse: Path | None) -> Path:
-    return Path(warehouse) if warehouse else Path(cfg.paths.warehouse)
+def engine_config(cfg: Config, engine: str | None) -> Config:
+    """The config with ``--engine`` applied (checked, as the config's own value is)."""
+    from pipeline.config import with_engine
+
+    return with_engine(cfg, engine) if engine else cfg
 
 
-def existing_warehouse(cfg: Config, warehouse: Path | None) -> Path:
-    """The warehouse path, which must exist for commands that only read it."""
+def warehouse_path(cfg: Config, warehouse: str | Path | None) -> Path:
+    """The DuckDB catalog file ``--warehouse`` names under the config's engine
+    (:func:`pipeline.location.resolve_warehouse`: the one rule every command follows)."""
+    from pipeline.location import resolve_warehouse
+
+    return resolve_warehouse(cfg, warehouse).catalog
+
+
+def existing_warehouse(cfg: Config, warehouse: str | Path | None) -> Path:
+    """The warehouse's catalog file, which must exist for commands that only read it."""
     path = warehouse_path(cfg, warehouse)
     if not path.exists():
         raise UsageError(f"no warehouse at {path}: run `fleetfault run` first, or pass --warehouse FILE")
+    if path.is_dir():
+        raise UsageError(f"--warehouse {path}: is a folder; a Spark warehouse folder needs --engine spark "
+                         f"(or [engine] name = \"spark\"), else give the DuckDB file")
     return path

@@ -223,8 +223,13 @@ class SparkSettings(_Frozen):
     conf: Mapping[str, str] = field(default_factory=dict)
     # Where the Spark ingest keeps its Parquet tables and registry: a folder or any URL Spark
     # and pyarrow write (hdfs://, s3://, gs://). Empty: beside the warehouse file,
-    # "fleetfault.duckdb" -> "fleetfault.tables/".
+    # "fleetfault.duckdb" -> "fleetfault.tables/". Used only when the warehouse is a .duckdb
+    # file; a folder or URL warehouse names the tables itself (pipeline/location.py).
     tables: str = ""
+    # The local DuckDB catalog (registry, quarantine, runs, derived tables) of a warehouse whose
+    # tables are at a remote URL (paths.warehouse or --warehouse "s3://...", "hdfs://..."):
+    # DuckDB writes local files only. Required then; a local folder holds its own catalog.
+    catalog: str = ""
 
 
 @dataclass(frozen=True)
@@ -297,6 +302,7 @@ def with_engine(cfg: Config, name: str) -> Config:
     changed = dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, name=name))
     problems: list[str] = []
     _check_engine(changed.engine, problems)
+    _check_spark_catalog(changed, problems)
     if problems:
         raise ConfigError(problems, "--engine")
     return changed
@@ -426,6 +432,7 @@ def _check_values(cfg: Config, problems: list[str]) -> None:
             problems.append(f"link.slot_base.{point}: must be 0 or 1 (the number of the first GPU), got {base}")
     _check_stats(cfg.stats, problems)
     _check_engine(cfg.engine, problems)
+    _check_spark_catalog(cfg, problems)
     _check_boot_times(cfg.kernel.boot_times, problems)
     if cfg.telemetry.fields:
         _check_fields(cfg.telemetry.fields, "telemetry.fields", problems)
@@ -450,6 +457,18 @@ def _check_engine(engine: EngineSettings, problems: list[str]) -> None:
     if zone != "UTC":
         problems.append(f"engine.spark.conf.spark.sql.session.timeZone: must be UTC (fleetfault's timestamps "
                         f"are UTC), got {zone!r}")
+
+
+def _check_spark_catalog(cfg: Config, problems: list[str]) -> None:
+    """A remote Spark warehouse has a local catalog to hold its DuckDB tables (pipeline/location.py)."""
+    from pipeline.location import is_remote  # (it imports this module)
+
+    catalog = cfg.engine.spark.catalog
+    if catalog and is_remote(catalog):
+        problems.append(f"engine.spark.catalog: must be a local DuckDB file (DuckDB writes no URL), got {catalog!r}")
+    if cfg.engine.name == "spark" and is_remote(cfg.paths.warehouse) and not catalog:
+        problems.append(f"engine.spark.catalog: required when paths.warehouse is a remote URL "
+                        f"({cfg.paths.warehouse}); set it to a local file such as \"fleetfault.duckdb\"")
 
 
 def _check_tz(tz: str, name: str, problems: list[str]) -> None:

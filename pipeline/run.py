@@ -20,6 +20,7 @@ from pipeline import preflight
 from pipeline.config import Config
 from pipeline.engine import Engine
 from pipeline.errors import ConfigError, DependencyMissing, FleetfaultError, UsageError
+from pipeline.location import WarehouseLocation, resolve_warehouse, tables_beside
 from pipeline.report.run_status import recorded
 from pipeline.vocab.sql import ident
 from pipeline.warehouse import FileResult, Loaded, Warehouse
@@ -84,8 +85,12 @@ class StageReport:
 class RunContext:
     """What a stage gets: config, warehouse, folders, progress and its report."""
 
-    def __init__(self, cfg: Config, wh: Warehouse, data_dir: Path, out_dir: Path, progress=None):
+    def __init__(self, cfg: Config, wh: Warehouse, data_dir: Path, out_dir: Path, progress=None, *,
+                 tables: str | None = None):
         self.cfg, self.wh, self.data_dir, self.out_dir = cfg, wh, Path(data_dir), Path(out_dir)
+        # The Spark ingest's tables (pipeline.location.resolve_warehouse); None: those of the
+        # warehouse file, as resolved from its path.
+        self.tables = tables
         self.progress = progress  # a rich.progress.Progress, or None when quiet
         self.reports: dict[str, StageReport] = {}
         self._spark = None  # the Spark engine, started by the first stage that asks for it
@@ -115,12 +120,10 @@ class RunContext:
         ``inputs`` an ingest stage writes, when the store holds exactly the warehouse's files
         of that stage (it does not after a night on DuckDB, which loads into the warehouse only)."""
         from pipeline.engine.ingest_parsers import TABLES  # (no Spark module)
-        from pipeline.engine.spark_stages import store_root
-
         stages = {stage for stage, tables in TABLES.items() if set(tables) & set(inputs)}
         if not stages or self.wh.path == ":memory:":
             return {}
-        root = store_root(self.cfg, self.wh.path)
+        root = self.tables_root()
         if "://" not in root and not (Path(root) / "_registry").is_dir():
             return {}
         _, store = self.spark_store()
@@ -141,13 +144,16 @@ class RunContext:
             self._spark = SparkEngine(settings=self.cfg.engine.spark)
         return self._spark
 
+    def tables_root(self) -> str:
+        """The folder or URL of the Spark ingest's tables."""
+        return self.tables or tables_beside(self.cfg, self.wh.path)
+
     def spark_store(self):
-        """(SparkSession, the Parquet table store of the Spark ingest: ``[engine.spark] tables``)."""
+        """(SparkSession, the Parquet table store of the Spark ingest at :meth:`tables_root`)."""
         if self._store is None:
             from pipeline.engine.parquet_tables import ParquetTableStore
-            from pipeline.engine.spark_stages import store_root
 
-            self._store = ParquetTableStore(self._spark_engine().spark, store_root(self.cfg, self.wh.path))
+            self._store = ParquetTableStore(self._spark_engine().spark, self.tables_root())
         return self._spark_engine().spark, self._store
 
     def report(self, stage: str) -> StageReport:
@@ -239,13 +245,15 @@ def resolve_stage(target: str) -> Callable[[RunContext], None]:
 def run_pipeline(
     cfg: Config,
     data_dir: Path,
-    warehouse: Path | str,
+    warehouse: Path | str | WarehouseLocation,
     out_dir: Path,
     *,
     stages: Sequence[str] | None = None,
     progress=None,
 ) -> tuple[list[StageReport], int]:
     """Run the stages (all, or those named) and return their reports and the exit code.
+
+    ``warehouse``: ``--warehouse`` as given (resolved by :func:`resolve_warehouse`), or resolved.
 
     Exit code 0: all loaded; 1: some rows were quarantined (the rest is loaded).
     """
@@ -255,11 +263,14 @@ def run_pipeline(
             raise UsageError(f"unknown stage {s!r}; stages are: {', '.join(names)}")
     # Input files are required by the night, or its first stage as dvc.yaml runs it.
     preflight.check_inputs(Path(data_dir), files=not stages or "inventory" in stages)
-    preflight.check_warehouse(warehouse)
+    loc = warehouse if isinstance(warehouse, WarehouseLocation) else resolve_warehouse(cfg, warehouse)
+    preflight.check_warehouse(loc.catalog)
+    if loc.local_tables is not None:
+        preflight.check_writable(loc.local_tables, f"--warehouse {loc.tables}")
     preflight.check_writable(Path(out_dir), "--out")
-    with open_warehouse(cfg, warehouse) as wh:
+    with open_warehouse(cfg, loc.catalog) as wh:
         wh.start_run("run" if not stages else "run --stage " + ",".join(stages))
-        ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress)
+        ctx = RunContext(cfg, wh, Path(data_dir), Path(out_dir), progress, tables=loc.tables)
         status = "failed"
         try:
             for name, target in STAGES:

@@ -277,10 +277,14 @@ def test_the_command_line_prints_the_same_summary_and_exit_code(small, no_derive
     data, _ = small
     said = {}
     for engine in ("duckdb", "spark"):
-        wh = tmp_path / engine / "wh.duckdb"
+        # On Spark, --warehouse is the contract's folder of the tables (pipeline/location.py).
+        wh = tmp_path / engine / ("wh.duckdb" if engine == "duckdb" else "wh")
         code = cli("run", "--engine", engine, "--data", data, "--warehouse", wh, "--out", tmp_path / engine / "out",
                    "--stage", "inventory", "--stage", "smi", "--stage", "xid", "-q")
         out = capsys.readouterr().out  # (the summary's first sentence: the paths differ, and may wrap)
         said[engine] = (code, [line.split(". ")[0] for line in out.splitlines()
                                if line.startswith(("Loaded", "No new rows"))])
     assert said["spark"] == said["duckdb"] and said["duckdb"][1], said
+    folder = tmp_path / "spark" / "wh"
+    assert (folder / "catalog.duckdb").is_file() and any((folder / "tables" / "xid_raw").glob("file_id=*"))
+    _assert_same(_read(tmp_path / "duckdb" / "wh.duckdb"), _read(folder / "catalog.duckdb"), "folder warehouse")

@@ -38,15 +38,6 @@ from pipeline.vocab.sql import literals
 log = logging.getLogger(__name__)
 
 
-def store_root(cfg, warehouse: str | Path) -> str:
-    """Where the Spark ingest's tables live: ``[engine.spark] tables``, else beside the
-    warehouse file (``fleetfault.duckdb`` -> ``fleetfault.tables``)."""
-    if cfg.engine.spark.tables:
-        return cfg.engine.spark.tables
-    path = Path(warehouse)
-    return str(path.with_name(path.stem + ".tables"))
-
-
 def _ingest(ctx, stage: str, *, reload: Collection[str] | None = None, starts: dict | None = None):
     """The Spark ingest of ``stage`` decided by the warehouse's registry, its committed files
     then copied into the warehouse."""

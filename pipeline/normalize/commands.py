@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, OutOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, EngineOpt, OutOpt, WarehouseOpt
 
 #: The contract's ``normalize`` columns, in order.
 NORMALIZE_COLUMNS = ["ticket_id", "service_point", "opened_at", "host", "serial", "part_text", "symptom_text",
@@ -21,6 +21,7 @@ def normalize(
     point: Annotated[Optional[str], typer.Option("--point", help="Service point whose config (columns, date order, zone) applies. Default: each file's folder name.")] = None,
     config: ConfigOpt = None,
     warehouse: WarehouseOpt = None,
+    engine: EngineOpt = None,
 ) -> None:
     """Ticket exports to coded tickets: part, symptom and action codes with scores.
 
@@ -38,7 +39,7 @@ def normalize(
     from pipeline.output import write_table
     from pipeline.run import open_warehouse
 
-    cfg = setup(config)
+    cfg = setup(config, engine=engine)
     frames, rejects = [], 0
     for i, f in enumerate(files, start=1):
         if not f.is_file():
@@ -71,6 +72,7 @@ def normalize(
 def review_export(
     out: Annotated[Path, typer.Option("-o", "--out", help="Review file to write (.xlsx, or .csv).")],
     warehouse: WarehouseOpt = None,
+    engine: EngineOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Texts awaiting review, with the top three suggested codes and an empty `code` column.
@@ -81,7 +83,7 @@ def review_export(
     from pipeline.normalize.review import export_review
     from pipeline.run import open_warehouse
 
-    cfg = setup(config)
+    cfg = setup(config, engine=engine)
     with open_warehouse(cfg, existing_warehouse(cfg, warehouse)) as wh:
         n = export_review(wh, cfg, out)
     out_console.print(f"wrote {n} texts awaiting review to {out}" if n else f"nothing awaits review; wrote an empty {out}")
@@ -90,6 +92,7 @@ def review_export(
 def review_import(
     file: Annotated[Path, typer.Argument(help="A review file from `fleetfault review export`, with `code` filled in.")],
     warehouse: WarehouseOpt = None,
+    engine: EngineOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Store the chosen codes and recode the tickets: these texts and near variants are coded from now on."""
@@ -97,7 +100,7 @@ def review_import(
     from pipeline.normalize.review import import_review
     from pipeline.run import open_warehouse, recode
 
-    cfg = setup(config)
+    cfg = setup(config, engine=engine)
     with open_warehouse(cfg, existing_warehouse(cfg, warehouse)) as wh:
         stored = import_review(wh, cfg, file)
         _, waiting = recode(wh, cfg)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import OutOpt
+from pipeline.cli_app import EngineOpt, OutOpt, WarehouseOpt
 from pipeline.errors import UsageError
 
 
@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
     def predict(
         out: OutOpt,
         as_of: Annotated[Optional[str], typer.Option("--as-of", help="Day to rank (YYYY-MM-DD). Default: the last day of data.")] = None,
-        warehouse: Annotated[Optional[Path], typer.Option("--warehouse", help="DuckDB warehouse file. Default: paths.warehouse in the config.")] = None,
+        warehouse: WarehouseOpt = None,
+        engine: EngineOpt = None,
         config: Annotated[Optional[Path], typer.Option("--config", help="Config file (TOML).")] = None,
     ) -> None:
         """Rank the GPUs in service on the last day of data (or --as-of) by the calibrated
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.predict.stage import models_dir
         from pipeline.run import open_warehouse
 
-        cfg = setup(config)
+        cfg = setup(config, engine=engine)
         day = None
         if as_of is not None:
             try:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, EngineOpt, WarehouseOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     def report(
         out: Annotated[Path, typer.Option("-o", "--out", help="Report file (.html); the workbook is written beside it (.xlsx).")],
         warehouse: WarehouseOpt = None,
+        engine: EngineOpt = None,
         config: ConfigOpt = None,
         prometheus: Annotated[Optional[Path], typer.Option("--prometheus", help="Also write the per-GPU risk and Xid counts as a Prometheus textfile (.prom).")] = None,
         data: Annotated[Optional[Path], typer.Option("--data", help="The input folder the warehouse was loaded from: its simulator marker (truth/params.json) puts the 'simulated data' banner on the report. Without it, report.data_origin in the config or the previous report beside OUT decides.")] = None,
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.report.prometheus import write_textfile
         from pipeline.run import open_warehouse
 
-        cfg = setup(config)
+        cfg = setup(config, engine=engine)
         if out.suffix.lower() not in (".html", ".htm"):
             raise UsageError(f"-o {out}: the report is HTML; give a file name ending in .html")
         with open_warehouse(cfg, existing_warehouse(cfg, warehouse), read_only=True) as wh:

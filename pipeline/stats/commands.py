@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli_app import ConfigOpt, OutOpt, WarehouseOpt
+from pipeline.cli_app import ConfigOpt, EngineOpt, OutOpt, WarehouseOpt
 
 LifetimesOpt = Annotated[Optional[Path], typer.Option(
     "--lifetimes", help="A lifetime table (CSV or Parquet: id, start, end, failed, and grouping columns) "
@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         by: Annotated[Optional[str], typer.Option("--by", help="Group by these columns, comma-separated: model, vendor, site, batch, slot, host, month, quarter (or a lifetime table's own columns). Default: the whole fleet.")] = None,
         lifetimes: LifetimesOpt = None,
         warehouse: WarehouseOpt = None,
+        engine: EngineOpt = None,
         config: ConfigOpt = None,
     ) -> None:
         """Annualized failure rates per group: GPU-days inside the window, failures, AFR % and its
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.cli_app import out_console, setup
         from pipeline.output import write_table
 
-        cfg = setup(config)
+        cfg = setup(config, engine=engine)
         with contextlib.ExitStack() as stack:
             table = st.afr(_source(lifetimes, cfg, warehouse, stack), by=by, cfg=cfg)
         write_table(table, out)
@@ -55,6 +56,7 @@ def register(app: typer.Typer) -> None:
         by: Annotated[Optional[str], typer.Option("--by", help="Group by this column (model, vendor, batch, site, slot, ... or a lifetime table's own). Default: the whole fleet.")] = None,
         lifetimes: LifetimesOpt = None,
         warehouse: WarehouseOpt = None,
+        engine: EngineOpt = None,
         config: ConfigOpt = None,
     ) -> None:
         """Kaplan-Meier curves by age per group (delayed entry, censoring), and a Weibull fit per
@@ -65,7 +67,7 @@ def register(app: typer.Typer) -> None:
         from pipeline.cli_app import out_console, setup
         from pipeline.output import write_table
 
-        cfg = setup(config)
+        cfg = setup(config, engine=engine)
         with contextlib.ExitStack() as stack:
             source = st.lifetimes(_source(lifetimes, cfg, warehouse, stack), cfg)
             curves = st.survival(source, by=by, cfg=cfg)
