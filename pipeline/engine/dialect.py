@@ -71,6 +71,7 @@ class Dialect:
     def drop_temp(self, name: str) -> str:
         """Drop what :meth:`create_temp` made."""
         return f"DROP TABLE IF EXISTS {name}"
+
     def day_diff(self, start: str, end: str) -> str:
         """Whole days from the DATE ``start`` to the DATE ``end`` (negative when ``end`` is earlier)."""
         return f"datediff('day', {start}, {end})"
@@ -81,7 +82,6 @@ class Dialect:
         no row when ``end`` is before ``start``."""
         return (f"CROSS JOIN LATERAL (SELECT CAST(g.d AS DATE) AS {column} FROM generate_series("
                 f"CAST({start} AS TIMESTAMP), CAST({end} AS TIMESTAMP), INTERVAL 1 DAY) AS g(d)) AS days_{column}")
-
 
     def last_non_null(self, expr: str) -> str:
         """``last_value`` skipping nulls, for a window (``OVER`` follows)."""
