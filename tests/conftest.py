@@ -40,6 +40,35 @@ def pytest_sessionfinish(session, exitstatus):
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+GROUPING_BROKEN = ("--dist loadgroup would ignore every xdist_group with this pytest and pytest-xdist "
+                   "(xdist 3.8 renames grouped tests through an attribute pytest 9.2 no longer reads): "
+                   "install the versions the test extra pins (pip install -e '.[test]')")
+
+
+def pytest_configure(config):
+    """Stop before the workers start when ``--dist loadgroup`` cannot group: the sample and Spark
+    fixtures are built once per worker only if their tests share one, so a silently ignored
+    group costs minutes, not a failure (hence ``pytest<9.2`` in the ``test`` extra)."""
+    if config.getoption("dist", None) != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if Version(version("pytest")) >= Version("9.2") and Version(version("pytest-xdist")) < Version("3.9"):
+        pytest.exit(GROUPING_BROKEN, returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def pytest_collection_finish(session):
+    """The same check on what a worker collected, for versions not known yet: xdist marks a
+    grouped test by renaming it ``<nodeid>@<group>``."""
+    config = session.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    if any(item.get_closest_marker("xdist_group") and "@" not in item.nodeid for item in session.items):
+        pytest.exit(GROUPING_BROKEN, returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def pytest_report_header(config):
     seed = os.environ.get("FLEETFAULT_TEST_SEED", "0")
     random.seed(int(seed))
