@@ -27,6 +27,7 @@ Run: ``python bench/bench_coding_corpus.py tests/data/coding_corpus/dev.csv [--e
 from __future__ import annotations
 
 import argparse
+import zlib
 from pathlib import Path
 
 import polars as pl
@@ -160,7 +161,6 @@ def prior_opinions(recs: pl.DataFrame, corpus: Path, k: int) -> pl.DataFrame:
     record's ticket, fitted out of fold: on the simulator's examples, the phrasebook and the corpus
     tickets of the other ``k - 1`` folds, never on the record's own ticket (``prior_code``,
     ``prior_p``, ``prior_q``). The corpus files are the records' ``source`` files in ``corpus``."""
-    import zlib
 
     from pipeline.normalize.canonical import canonical
     from pipeline.normalize.prior import fit
@@ -221,7 +221,6 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     are never both fitted and scored. Prints the out-of-fold reliability table and, per
     dimension, the lowest out-of-fold score whose codes are right ``target`` of the time.
     """
-    import zlib
 
     from pipeline.normalize.calibrate import (
         cross_validate,
@@ -315,6 +314,9 @@ def main() -> None:
     ap.add_argument("--write-examples", type=Path, default=None,
                     help="write the coding prior's examples (the --from corpus files and simulator tickets) here")
     ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
+    ap.add_argument("--half", choices=("even", "odd"), default=None,
+                    help="measure only the tickets whose crc32(ticket_id) is even / odd: a file split once into "
+                         "a half tuned on and a half only checked")
     args = ap.parse_args()
 
     from pipeline.normalize.evaluate import score
@@ -330,6 +332,9 @@ def main() -> None:
         gold = truth.with_columns(pl.lit("-").alias("difficulty"), pl.lit("-").alias("language"))
     else:
         rows, gold = load(args.file)
+    if args.half:
+        rows = rows.filter(pl.col("ticket_id").map_elements(lambda t: zlib.crc32(t.encode()) % 2, return_dtype=pl.Int64)
+                           == (0 if args.half == "even" else 1))
     if args.write_examples:
         ex = examples(tuple(args.sources))
         ex.write_csv(args.write_examples)
@@ -349,7 +354,7 @@ def main() -> None:
     if args.threshold is not None:
         matcher.threshold = args.threshold
     coded = code(rows, matcher)  # what `fleetfault normalize` writes
-    print(f"{args.file}: {rows.height} tickets, thresholds {matcher.thresholds} (as `fleetfault normalize` codes them)")
+    print(f"{args.file}{f' ({args.half} half)' if args.half else ''}: {rows.height} tickets, thresholds {matcher.thresholds} (as `fleetfault normalize` codes them)")
     show("per dimension", table(coded, gold))
     show("hard tickets", table(coded.join(gold.filter(pl.col("difficulty") == "hard").select("service_point", "ticket_id"),
                                           on=["service_point", "ticket_id"]), gold))
