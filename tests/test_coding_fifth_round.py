@@ -140,3 +140,53 @@ def test_memory_words(m, symptom, want):
                                     "reverted the driver to 535", "driver pinned to 535.183"])
 def test_a_version_put_back_is_a_reflash(m, action):
     assert m.match_row("", "Xid 79", action).action_code == "REFLASH"
+
+
+# -- done at the customer's request is done; below a threshold nothing is -----------------------
+@pytest.mark.parametrize("part, action, want", [
+    ("显卡", "按客户要求整机断电，拔电源线等一分钟再上电，卡4回来了", "REBOOT"),
+    ("显卡", "按客户要求把卡6拔出来重新插了一下，开机正常", "RESEAT"),
+    ("GPU", "GPU 2 was exchanged according to the customer's request.", "REPLACE"),
+    ("GPU", "GPU 2 swapped as requested", "REPLACE"),
+])
+def test_an_action_done_at_the_customers_request_was_done(m, part, action, want):
+    c = m.match_row(part, "Xid 79", action)
+    assert c.action_code == want and c.part_code == "GPU"  # the power cords pulled in a power cycle are no part
+
+
+@pytest.mark.parametrize("symptom, action", [
+    ("卡2 显存可纠正错误计数持续增长，无不可纠正", "未达换卡阈值，持续观察"),
+    ("GPU 3 可更正ECC錯誤數不斷上升", "未到更換標準，繼續觀察。"),
+    ("Single bit ECC errors are increasing on GPU 6", "It is below the exchange criteria of the vendor. We will observe it weekly."),
+])
+def test_below_the_replacement_threshold_is_monitoring(m, symptom, action):
+    assert m.match_row("", symptom, action).action_code == "MONITOR"
+
+
+@pytest.mark.parametrize("part, action, want", [
+    ("GPU", "现场检查发现是 PCIe Switch 板有问题，换了 switch 板", ("PCIE_RISER", "REPLACE")),
+    ("顯示卡", "發現機箱內導風罩漏裝，補裝導風罩後 74°C", ("COOLING", "REPLACE")),
+    ("4號風扇", "之後拆出4號風扇清咗啲塵，再開機就正常", ("FAN", "CLEAN")),
+    ("ventilateur 3", "Ventilator 3 replaced", ("FAN", "REPLACE")),
+    ("alimentation", "Alimentation 2 replaced", ("PSU", "REPLACE")),
+    ("GPU", "驱动从 550 降回 535 之后速度恢复了", ("SOFTWARE", "REFLASH")),
+])
+def test_more_words_of_real_tickets(m, part, action, want):
+    c = m.match_row(part, "告警 alarm", action)
+    assert (c.part_code, c.action_code) == want
+
+
+@pytest.mark.parametrize("action", ["远程指导客户重置 GPU 7，pending 清零", "gpu reset, pending 归零"])
+def test_a_reset_that_zeroed_pending_was_done(m, action):
+    assert m.match_row("GPU", "Xid 63 pending remap", action).action_code == "REBOOT"
+
+
+# -- the shield gives way to an opinion beyond doubt ---------------------------------------------
+def test_the_shield_gives_way_to_an_opinion_beyond_doubt():
+    from pipeline.normalize.prior import OUTVOTES, shield
+    from pipeline.normalize.taxonomy import load_taxonomy
+
+    args = dict(action="REPLACE", prior_code="PCIE_RISER", named=frozenset({"GPU"}), guide=load_taxonomy().guide, share=0.0)
+    assert shield("part", "GPU", "acted", **args, p=0.5) == 0.0  # "GPU board" | "swap": the replacement's part
+    assert shield("part", "GPU", "acted", **args, p=OUTVOTES) == 1.0  # "rier card" | "RMA": a riser misspelt
+    assert shield("part", "GPU", "acted", **{**args, "prior_code": "GPU"}, p=0.99) == 0.0  # agreeing

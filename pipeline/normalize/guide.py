@@ -128,6 +128,7 @@ class Reader:
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
         self._listed = g.xid_part if g is not None else None
+        self._cycle = REBOOT
         self._ends = frozenset(mk.get("cable_ends", ()))
         self._no_verdict = frozenset(mk.get("not_a_verdict", ()))
         self._verdict = g.no_fault if g is not None else None
@@ -144,9 +145,13 @@ class Reader:
             actions.append((a, b, code, not status, self._outcome(text, a, b, upto)))
         parts: list[tuple[int, int, str, bool]] = []
         end_of = None  # where the last part named as a cable's end stopped
+        # a power cycle's words name no part: "整机断电，拔电源线等一分钟再上电" pulled the power cords
+        cycled = [(a, b) for a, b, code, done, _ in actions if done and code == self._cycle]
         for a, b, code, strength, status in self.index["part"].scan(text):
             if code == VAGUE or strength < S_EXACT:
                 continue  # "card", "module" alone name no part for certain
+            if any(x <= a and b <= y for x, y in cycled):
+                continue
             if code == self._verdict and text[a:b] in self._no_verdict and (a, b) != (0, len(text)):
                 continue  # "resolution=none": nothing done, no finding
             if self._ends and parts and (parts[-1][2] == CABLE or end_of is not None):
@@ -193,6 +198,7 @@ S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
 OVERHEAT = "OVERHEAT"
 OTHER = "OTHER"  # the taxonomy's code for what it has no code for (rule 10)
 RESEAT = "RESEAT"  # beside the replacing actions, the other one done to a part itself
+REBOOT = "REBOOT"  # a power cycle: the power cords it names are not parts acted on
 SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
 
 
