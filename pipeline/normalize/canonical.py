@@ -19,8 +19,8 @@ __all__ = ["canonical", "is_cjk"]
 
 # Traditional -> simplified for the characters that occur in hardware tickets; aliases are
 # canonicalized the same way, so either script matches either.
-_TRAD = "戶饋顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對議複禍認證歸屬帶際適幫確實離遠閉順續綁緊鬆脫毀鍵錄層嚴擬靈幣構標準勢變邊針鎖閃燈環獲結論擊繼總裝彈驗舊雙糾碼頁滿廢項員購貼費銷價庫濕溼氣顆紅綠黃亂緩區儲範圍闆塊張鍊隊負執術書話詢專業務約舉萬億歲齊階優蓋輪鬧腦"
-_SIMP = "户馈显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对议复祸认证归属带际适帮确实离远闭顺续绑紧松脱毁键录层严拟灵币构标准势变边针锁闪灯环获结论击继总装弹验旧双纠码页满废项员购贴费销价库湿湿气颗红绿黄乱缓区储范围板块张链队负执术书话询专业务约举万亿岁齐阶优盖轮闹脑"
+_TRAD = "戶饋顯記憶體風電換報錯誤溫過熱線纜網絡驅動韌級機啟開關無現測試檢損壞燒轉內頻寬鏈連斷應復觀監設備處維廠組壓異識別讀寫權碟條統時間後態診斷當掛響逾籤資訊軟硬插槽點節盤陣卡類請問題廣載導膠擴聯數據號貨單發現進運濾塵灰潔風扇藍圖形計算處狀況還樣嗎這麼與為從會過來說對議複禍認證歸屬帶際適幫確實離遠閉順續綁緊鬆脫毀鍵錄層嚴擬靈幣構標準勢變邊針鎖閃燈環獲結論擊繼總裝彈驗舊雙糾碼頁滿廢項員購貼費銷價庫濕溼氣顆紅綠黃亂緩區儲範圍闆塊張鍊隊負執術書話詢專業務約舉萬億歲齊階優蓋輪鬧腦沒補"
+_SIMP = "户馈显记忆体风电换报错误温过热线缆网络驱动韧级机启开关无现测试检损坏烧转内频宽链连断应复观监设备处维厂组压异识别读写权碟条统时间后态诊断当挂响逾签资讯软硬插槽点节盘阵卡类请问题广载导胶扩联数据号货单发现进运滤尘灰洁风扇蓝图形计算处状况还样吗这么与为从会过来说对议复祸认证归属带际适帮确实离远闭顺续绑紧松脱毁键录层严拟灵币构标准势变边针锁闪灯环获结论击继总装弹验旧双纠码页满废项员购贴费销价库湿湿气颗红绿黄乱缓区储范围板块张链队负执术书话询专业务约举万亿岁齐阶优盖轮闹脑没补"
 assert len(_TRAD) == len(_SIMP)
 _TRAD_MAP = str.maketrans(_TRAD, _SIMP)
 
@@ -38,10 +38,13 @@ _BOILER = re.compile(
     r"(?:issue|problem|fault|symptom|action|part|description|desc|remark|notes?|comment)\s*:|"
     r"(?:seen|found) in (?:dmesg|syslog|the logs?|logs)|\bp(?:lea)?se? check\b|\bpls check\b|\burgent\b|\basap\b|"
     r"\bdo the needful\b|\bkindly\b|\bfyi\b|\bbitte\b|"
+    r"(?:according to|per|at|as per) (?:the )?(?:customer|user)(?:'?s)? requests?|as (?:the (?:customer|user) )?requested|"
     r"\bdcgm diag(?:nostics?)?\b"
 )
 _BOILER_ZH = re.compile(
     "客户反馈|客户反映|客户报修|客户报|客户称|客户说|用户反馈|用户报修|用户报|用户称|经检查|经排查|经测试|"
+    # "按客户要求整机断电": done at the customer's request (a bare 要求 before an action is a request)
+    "按照客户要求|按客户要求|应客户要求|根据客户要求|依客户要求|按要求|"
     "故障描述|问题描述|故障现象|现场工程师|现场|工程师|麻烦|帮忙|谢谢|已经|巡检发现|巡检|(?<![无無不])需要处理|(?<![无無不])需处理|请处理|"
     "请尽快|紧急"
 )
@@ -63,7 +66,9 @@ _PN_PREFIX = {"pws": "psu", "rsc": "riser", "fan": "fan", "cbl": "cable", "mcp":
 _PN = re.compile(r"(?<![a-z0-9])(" + "|".join(_PN_PREFIX) + r")-(?=[a-z0-9\-]*\d)[a-z0-9]+(?:-[a-z0-9]+)*")
 _NUMBER_SIGN = re.compile(r"(?<![a-z])no\.\s*(?=\d)")
 _VERSION_BUMP = re.compile(r"(?<![a-z0-9])v?\d+(?:\.\d+)+\s*(?:->|=>|→|-->)\s*v?\d+(?:\.\d+)+")
-_TEMP = re.compile(r"(?<![a-z0-9.])\d{2,3}(?:\.\d)?\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])\d{2,3}\s?c(?![a-z0-9])")
+_TEMP = re.compile(r"(?<![a-z0-9.])(?:\d{2,3}(?:\.\d)?|0)\s*(?:°\s*c|℃|度)(?![a-z0-9])|(?<![a-z0-9.])(?:\d{2,3}|0)\s?c(?![a-z0-9])")
+# a temperature the sensor could not read: "temp N/A", "温度 N/A", "Temperature: ERR!"
+_NO_READING = re.compile(r"(temp(?:erature)?s?|温度|gpu temp)\s*[:=：]?\s*(?:reads?|shows?|显示|读数|为)?\s*(?:n/a|n\.a\.|err!|unknown)(?![a-z0-9])")
 _SIZE = re.compile(r"(?<![a-z0-9])\d+\s*(?:gb|gib|tb|mb|mib|w|mhz|ghz|c|°c|℃|rpm|v|a)(?![a-z0-9])")
 # Abbreviations technicians write, expanded so aliases need to list only the full word.
 ABBREVIATIONS = {
@@ -82,10 +87,11 @@ _GPU_SHORT = re.compile(r"g\d{1,2}")  # Slack shorthand: g3 is GPU 3
 _RMA_CASE = re.compile(r"(?<![a-z])rma\s*(?:case|no|number)?\s*[#:]?\s*\d{3,}")
 _WORD_SLOT = re.compile(r"([a-z]{2,})\d{1,2}")
 _STOP = frozenset(
-    "the a an is are was were been be has have had please pls plz kindly thanks thx also again "
+    "the a an is are was were been be has have had kindly thanks thx also again "
     "then tesla hopper ampere blackwell volta geforce quadro rtx nvidia's".split()
 )
-_CJK_STOP = re.compile("[了的已请咗嘅]")  # 咗/嘅: Cantonese 了/的
+# (请 stays: "请更换" is a request, not a replacement)
+_CJK_STOP = re.compile("[了的已咗嘅]")  # 咗/嘅: Cantonese 了/的
 _DIGITS = re.compile(r"\d+")
 _ANY_DIGIT = re.compile(r"\d")
 _DASHES = re.compile(r"\s*[\-\u2010-\u2015/]+\s*")
@@ -106,12 +112,15 @@ def _drop_host(m: re.Match) -> str:
     return " "
 
 
+BOGUS_READING = 125  # °C: at or above, and at 0, no GPU sensor reads this; 255 and 127 are its error values
 NORMAL_READING = (35, 75)  # °C: a GPU reading in here is no heat complaint ("HW slowdown, temp 52C");
 # below it, more often a difference ("20 C above its neighbours") than a reading
 
 
 def _temperature(m: re.Match) -> str:
     value = float(re.match(r"\d+(?:\.\d)?", m.group()).group())
+    if value == 0 or value >= BOGUS_READING:
+        return " bogus reading "  # a sensor's fault, not heat (CODING-GUIDE 10)
     return " normal " if NORMAL_READING[0] <= value < NORMAL_READING[1] else " temperature "
 
 
@@ -137,6 +146,8 @@ def _once(text: str) -> str:
         t = _TEMP.sub(_temperature, t)  # "hitting 102C" is about temperature; "temp 52C" is a normal one
         t = _SIZE.sub(" ", t)
         t = _SLOT.sub(" ", t)
+    if "/a" in t or "err!" in t or "unknown" in t:
+        t = _NO_READING.sub(r" \1 bogus reading ", t)
     t = _SERIAL_TAG.sub(" ", t)
     cjk = _CJK_RE.search(t) is not None
     t = _BOILER.sub(" ", t)

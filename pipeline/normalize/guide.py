@@ -68,6 +68,7 @@ class Evidence(NamedTuple):
         """
         done = [x for x in self.actions if x[2] == action and x[3]]
         # "replaced the GPU, still falls off; finally replaced the riser": the one that helped
+        found: list[tuple[str, bool]] = []
         for a0, a1, code, _, _ in [x for x in done if x[4] != "failed"] or done:
             others = [(s, e) for s, e, c, _, _ in self.actions if (s, e) != (a0, a1)]
             near = []
@@ -96,8 +97,12 @@ class Evidence(NamedTuple):
                 near.sort(key=lambda n: (n[0], n[1]))
                 best = near[0][2][2]
                 same_side = [n[2][2] for n in near if (n[1] in (-1, 1)) == (near[0][1] in (-1, 1))]
-                return best, len(set(same_side)) > 1
-        return None, False
+                found.append((best, len(set(same_side)) > 1))
+        if not found:
+            return None, False
+        # two replacements that helped, of two parts ("replaced GPU 3, later replaced the riser"
+        # with nothing said of the first): which one fixed it is a person's call (CODING-GUIDE 13)
+        return found[0][0], found[0][1] or len({p for p, _ in found}) > 1
 
     def outcome(self, action: str) -> str:
         """How the first done ``action`` went: ``failed`` (only when every time it was done, it
@@ -123,6 +128,7 @@ class Reader:
         self._ruled_out = _marker_re(mk.get("part_ruled_out_after", ()), "after", gap=False)
         self._generic = frozenset(mk.get("generic_nouns", ()))
         self._listed = g.xid_part if g is not None else None
+        self._cycle = REBOOT
         self._ends = frozenset(mk.get("cable_ends", ()))
         self._no_verdict = frozenset(mk.get("not_a_verdict", ()))
         self._verdict = g.no_fault if g is not None else None
@@ -132,16 +138,20 @@ class Reader:
     def read(self, text: str) -> Evidence:
         """The evidence of one canonical (glued-split) text."""
         actions, negated = [], False
-        for a, b, code, _, status in self.index["action"].scan(text):
-            if code == VAGUE:
-                continue
+        hits = [h for h in self.index["action"].scan(text) if h[2] != VAGUE]
+        for i, (a, b, code, _, status) in enumerate(hits):
             negated = negated or status == NEG
-            actions.append((a, b, code, not status, self._outcome(text, a, b)))
+            upto = next((h[0] for h in hits[i + 1:] if h[2] == code and not h[4]), None)
+            actions.append((a, b, code, not status, self._outcome(text, a, b, upto)))
         parts: list[tuple[int, int, str, bool]] = []
         end_of = None  # where the last part named as a cable's end stopped
+        # a power cycle's words name no part: "整机断电，拔电源线等一分钟再上电" pulled the power cords
+        cycled = [(a, b) for a, b, code, done, _ in actions if done and code == self._cycle]
         for a, b, code, strength, status in self.index["part"].scan(text):
             if code == VAGUE or strength < S_EXACT:
                 continue  # "card", "module" alone name no part for certain
+            if any(x <= a and b <= y for x, y in cycled):
+                continue
             if code == self._verdict and text[a:b] in self._no_verdict and (a, b) != (0, len(text)):
                 continue  # "resolution=none": nothing done, no finding
             if self._ends and parts and (parts[-1][2] == CABLE or end_of is not None):
@@ -170,13 +180,16 @@ class Reader:
         negated = negated or any(h[4] == NEG for h in self.index["symptom"].scan(text))
         return Evidence(text, tuple(parts), tuple(actions), negated)
 
-    def _outcome(self, text: str, start: int, end: int) -> str:
+    def _outcome(self, text: str, start: int, end: int, upto: int | None = None) -> str:
         """``failed`` / ``resolved`` when such a word follows within a few words (or ends the
-        alias itself: 重启后恢复), else ``""``."""
+        alias itself: 重启后恢复), else ``""``; ``upto``: where the next action of the same kind
+        starts, before which a failure word counts however far ("swapped GPU 4 last month; this
+        time the fault stayed with the slot. Replaced the baseboard": the first swap failed)."""
         found = []
         for how, rx in (("failed", self._failed), ("resolved", self._resolved)):
             m = rx.search(text, start) if rx is not None else None
-            if m is not None and tokens_between(text, end, m.start()) <= OUTCOME_REACH:
+            if m is not None and (tokens_between(text, end, m.start()) <= OUTCOME_REACH or
+                                  (how == "failed" and upto is not None and m.end() <= upto)):
                 found.append((m.start(), how))
         return min(found)[1] if found else ""
 
@@ -185,6 +198,7 @@ S_CONTEXT, S_IMPLIED, S_AGREE = 92.0, 90.0, 90.0
 OVERHEAT = "OVERHEAT"
 OTHER = "OTHER"  # the taxonomy's code for what it has no code for (rule 10)
 RESEAT = "RESEAT"  # beside the replacing actions, the other one done to a part itself
+REBOOT = "REBOOT"  # a power cycle: the power cords it names are not parts acted on
 SLOWDOWN = "PERFORMANCE"  # the symptom a slowdown gets only when no thermal or power cause is reported
 
 
@@ -242,6 +256,14 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     if act and g is not None and _reinstalled(tax, ev(src), act, texts):
         action = Match(sorted(g.software_actions)[0], action.score, action.how)  # "reinstalled 550 + reboot"
         act = action.code
+    if g is not None and g.no_fault and tax.markers.get("server_untouched") and \
+            _phrases_rx(tuple(tax.markers["server_untouched"])).search(action_key) and \
+            (act is None or (act in g.replaced and ev(src).acted_part(act, g.reach_after, g.reach_before)[0] is None)):
+        # "DC fitted the blanking panel. No change on the server", 物业修好空调，服务器没动: what was
+        # done was done outside the server, and nothing to it (CODING-GUIDE 3); a reseat or a
+        # firmware fix beside "no hardware touched" keeps its code
+        action = Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
+        act, verdict = None, True
     if act and ev(src).outcome(act) == "failed":
         tags["action"].add("failed_action")
     if g is not None and g.no_fault and not verdict and (act is None or act in skip["action"]):

@@ -285,7 +285,7 @@ class Matcher:
             if opinion is not None and m.how != "learned":  # a person's answer is not second-guessed
                 doubt_ += doubt(m.code, *opinion[d], *(self._penalty.get(t, 0.0) for t in PRIOR_PENALTIES)) * shield(
                     d, m.code, m.how, picked["action"].code, opinion[d][0], named, self.taxonomy.guide,
-                    self._penalty.get(PRIOR_SHIELD, 100.0))
+                    self._penalty.get(PRIOR_SHIELD, 100.0), opinion[d][1])
             if self.raw:
                 out += [m.code, round(m.score - doubt_, 1)]
                 continue

@@ -136,20 +136,29 @@ def doubt(rule_code: str, prior_code: str | None, p: float, p_undecided: float,
 #: "换 gpu，温度正常" as cooling, where the words say which part was replaced; out of fold such codes
 #: were right far more often than the opinion (bench/RESULTS.md, issue 16).
 PRIOR_SHIELD = "prior_acted_share"
+#: ... unless it reads that other part at least this probably: "rier card" | "RMA", "IBB card" | "swapped"
+#: (a riser, an IB card the rules read as a bare "card") were the shielded codes the simulator's
+#: tickets had wrong; on hand-written tickets no shielded GPU code met an opinion this sure
+#: (bench/RESULTS.md, fifth round)
+OUTVOTES = 0.9
 
 
 def shield(dimension: str, code: str | None, how: str, action: str | None, prior_code: str | None,
-           named: frozenset[str] | set[str], guide, share: float) -> float:
+           named: frozenset[str] | set[str], guide, share: float, p: float = 0.0) -> float:
     """The factor on the second opinion's points (``share`` in percent, or 1.0) for a rule code
     ``code`` found ``how`` (``acted``: the part a replacement names beside it, or the one part a
     ticket names beside a bare replace verb); ``action`` is the ticket's action code, ``named`` the
     parts the ticket names, ``guide`` the taxonomy's guide (its replacing actions, and its GPU: the
     part the shield is for; out of fold other parts' codes so read were wrong about one time in ten
-    where the opinion disagreed)."""
-    if dimension != "part" or guide is None or code != guide.xid_part or action not in guide.replaced or how != "acted":
+    where the opinion disagreed), ``p`` the opinion's probability (:data:`OUTVOTES`)."""
+    # a fix applied to it (guide.fixes: replaced, reseated, cleaned): out of fold, GPUs the rules read
+    # as reseated were right 98 of 98 times, 10 of them where the opinion read an unnamed part
+    if dimension != "part" or guide is None or code != guide.xid_part or action not in guide.fixes or how != "acted":
         return 1.0
     if prior_code is None or prior_code == UNDECIDED or (prior_code != code and prior_code in named):
         return 1.0  # "could not decide", or another part the ticket does name (a riser beside the GPU)
+    if prior_code != code and p >= OUTVOTES:
+        return 1.0  # another part, read beyond doubt: the part field's word may be it, misspelt
     return share / 100.0  # the GPU itself, if unsure, or a part the ticket never names
 
 
