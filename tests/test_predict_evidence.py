@@ -416,3 +416,6 @@ def test_features_date_a_fix_by_its_close(tmp_path):
     # acted on: below a GPU with the same kind of evidence, older, that nobody has answered
     assert table.loc["x79_twice", "risk"] < table.loc["x79_ticket", "risk"]
     assert table.loc["x79_twice", "risk"] > table.loc["healthy", "risk"]
+    # and the words say why
+    assert table.loc["x79_twice", "top_factors"].startswith("Xid 79 (fell off the bus) ×2 in 7 days (before a fix 2 days ago)")
+    assert "fix" not in table.loc["x79_ticket", "top_factors"]
