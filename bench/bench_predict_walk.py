@@ -72,8 +72,11 @@ def carriers(truth: Path) -> pd.DataFrame:
                          "carry_from": start.dt.normalize().where(f["precursor"].fillna("none") != "none")})
 
 
-def replay_fleet(fleet: Path, test_days: int, seed: int, with_model: bool = True) -> tuple[list, pd.DataFrame, pd.Timestamp, dict]:
-    """(nights, truth carriers, first day, timings) of one fleet."""
+def replay_fleet(fleet: Path, test_days: int, seed: int, with_model: bool = True,
+                 max_history: int | None = None, from_day: int = 30) -> tuple[list, pd.DataFrame, pd.Timestamp, dict]:
+    """(nights, truth carriers, first day, timings) of one fleet: the test periods from day
+    ``from_day`` (0-based, after the first day) on; with ``max_history`` only those ending
+    within that many days of the first (no longer history pools the others)."""
     from pipeline.config import load_config
     from pipeline.predict.backtest import forward_periods, replay
     from pipeline.predict.features import build_features, data_range
@@ -87,8 +90,10 @@ def replay_fleet(fleet: Path, test_days: int, seed: int, with_model: bool = True
         t_feat = time.perf_counter() - t0
         first = data_range(wh)[0]
         last = wh.engine.scalar("SELECT max(day) FROM features WHERE label IS NOT NULL", step="bench: last labelled day")
-        nights = replay(wh, cfg, forward_periods(first, last, test_days, 30), seed=seed,
-                        with_model=with_model)
+        periods = forward_periods(first, last, test_days, from_day)
+        if max_history is not None:
+            periods = [p for p in periods if p[1] <= first + timedelta(days=max_history - 1)]
+        nights = replay(wh, cfg, periods, seed=seed, with_model=with_model)
     timing = {"features_s": t_feat, "replay_s": time.perf_counter() - t0 - t_feat}
     log.info("%s: features %.0f s, %d nights replayed in %.0f s", fleet, t_feat, len(nights), timing["replay_s"])
     return nights, carriers(fleet / "sim" / "truth"), pd.Timestamp(first), timing
@@ -194,6 +199,9 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=2000, help="Fleet size when a fleet has to be simulated.")
     ap.add_argument("--days", type=int, default=120, help="Days simulated when a fleet has to be simulated.")
     ap.add_argument("--seed", type=int, default=0, help="The model's random seed.")
+    ap.add_argument("--from-day", type=int, default=30, help="First test day, in days after the fleet's first "
+                    "(default 30: every night from the first month on); a later one replays only the late nights "
+                    "of a long history, e.g. whether the model is promoted once a year is known.")
     ap.add_argument("--evidence-only", action="store_true", help="Fit no trees: the evidence score ranks every "
                     "night and stands in for the model (a development look, not the protocol's measure).")
     ap.add_argument("--json", type=Path, help="Write every number here.")
@@ -204,16 +212,18 @@ def main() -> None:
     from pipeline.config import load_config
 
     fleets, timings = [], {}
+    histories = [int(x) for x in a.histories.split(",")]
     for fleet in a.fleet:
         prepare(fleet, a.gpus, a.days)
-        nights, truth, first, timings[fleet.name] = replay_fleet(fleet, a.test_days, a.seed, not a.evidence_only)
+        nights, truth, first, timings[fleet.name] = replay_fleet(fleet, a.test_days, a.seed, not a.evidence_only,
+                                                                 max(histories), a.from_day)
         fleets.append((fleet.name, nights, truth, first))
     cfg = load_config(a.fleet[0] / "sim" / "truth" / "fleetfault.toml")
     out = {"fleets": [str(f) for f in a.fleet], "test_days": a.test_days, "timings": timings, "histories": {},
            "nights": {name: [{"test": [str(n.test[0]), str(n.test[1])], "promoted": n.promoted, "reason": n.reason,
                               "evidence_source": n.evidence_source, "evidence_notes": n.evidence_notes}
                              for n in nights] for name, nights, _, _ in fleets}}
-    for h in (int(x) for x in a.histories.split(",")):
+    for h in histories:
         frame, risks, truth = pooled(fleets, h)
         if frame.empty:
             continue

@@ -361,3 +361,61 @@ def test_the_calibration_bends_above_one_replace_grade_event_and_stays_monotone(
 
 def expit_np(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
+
+
+def test_evidence_a_fix_has_answered_weighs_less_until_it_comes_back():
+    # a GPU that fell off the bus 3 days ago, was marked lost and ran on a narrowed link
+    seen = pd.DataFrame({"xc_fatal_1d": [0.0], "xc_fatal_7d": [1.0], "xc_fatal_30d": [1.0],
+                         "lost_marker_days_1d": [0.0], "lost_marker_days_7d": [1.0], "pcie_narrow_days_1d": [0.0],
+                         "pcie_narrow_days_7d": [2.0], "pcie_narrow_days_30d": [2.0], "ecc_uncorr_7d": [1.0],
+                         "ecc_uncorr_30d": [1.0], "days_since_hw_evidence": [3.0], "days_since_fix": [999.0]})
+    fixed = seen.assign(days_since_fix=1.0)  # reseated, the ticket closed 2 days after the evidence
+    t_seen, t_fixed = evidence.terms(seen), evidence.terms(fixed)
+    f = load_weights().recency["after_fix"]
+    for term in ("xid_fatal", "lost_markers", "pcie_narrow"):
+        assert 0 < t_fixed[term][0] < t_seen[term][0], term
+    assert t_fixed["pcie_narrow"][0] == pytest.approx(f * t_seen["pcie_narrow"][0])
+    # memory errors are not answered by a reseat; other terms keep their weight
+    assert t_fixed["ecc_uncorrected"][0] == t_seen["ecc_uncorrected"][0] > 0
+    assert 0 < evidence.score(fixed)[0] < evidence.score(seen)[0]
+    # closed the day the evidence stopped (a lost GPU is marked until its reseat): answered;
+    # evidence on a later day than the close is not
+    assert evidence.score(seen.assign(days_since_fix=3.0))[0] == evidence.score(fixed)[0]
+    assert evidence.score(seen.assign(days_since_fix=4.0))[0] == evidence.score(seen)[0]
+    # the fault back today (after the fix) counts in full again, and more than before
+    back = fixed.assign(xc_fatal_1d=1.0, xc_fatal_7d=2.0, xc_fatal_30d=2.0, days_since_hw_evidence=0.0)
+    assert evidence.score(back)[0] > evidence.score(seen)[0]
+    # an older warehouse without the columns is never discounted
+    assert evidence.score(seen.drop(columns=["days_since_fix", "days_since_hw_evidence"]))[0] == evidence.score(seen)[0]
+
+
+def test_features_date_a_fix_by_its_close(tmp_path):
+    with Warehouse(tmp_path / "wh.duckdb") as wh:
+        _fleet(wh)
+        # x79_twice (Xid 79 x2 three days before LAST) reseated, closed two days before LAST;
+        # nvlink (Xid 74 the day before yesterday) has a ticket still open;
+        # narrow (link narrowed 20 days before LAST) had its riser swapped: a fix, not a failure
+        extra = [("TKF1", "x79_twice", "GPU", "RESEAT", _ts(DAYS - 4, 12), _ts(DAYS - 3, 9)),
+                 ("TKF2", "nvlink", "GPU", "RESEAT", _ts(DAYS - 2, 12), None),
+                 ("TKF3", "narrow", "PCIE_RISER", "REPLACE", _ts(DAYS - 21, 12), _ts(DAYS - 19, 9))]
+        names = list(PLANTED)
+        wh.insert("tickets", pl.DataFrame([
+            {"ticket_id": t, "serial": s, "host": f"h{names.index(s) // 8}", "slot": names.index(s) % 8,
+             "part_code": part, "action_code": act, "opened_at": o, "closed_at": c, "service_point": "hand",
+             "review": False} for t, s, part, act, o, c in extra], schema_overrides={"closed_at": pl.Datetime("us")}))
+        build_features(wh, Config())
+        feats = wh.con.execute("SELECT serial, day, days_since_fix, days_since_hw_evidence FROM features "
+                               "WHERE day = ?", [LAST]).df().set_index("serial")
+        table, *_ = rank_gpus(wh, Config(), tmp_path / "models", LAST)
+    assert feats.loc["x79_twice", "days_since_fix"] == 2 and feats.loc["x79_twice", "days_since_hw_evidence"] == 3
+    assert feats.loc["nvlink", "days_since_fix"] == 999  # not closed yet: the outcome is not known
+    assert feats.loc["narrow_long", "days_since_hw_evidence"] == 0
+    assert feats.loc["narrow", "days_since_fix"] == 18 and feats.loc["narrow", "days_since_hw_evidence"] == 20
+    assert feats.loc["healthy", "days_since_fix"] == 999 and feats.loc["healthy", "days_since_hw_evidence"] == 999
+    table = table.set_index("serial")
+    # acted on: below a GPU with the same kind of evidence, older, that nobody has answered
+    assert table.loc["x79_twice", "risk"] < table.loc["x79_ticket", "risk"]
+    assert table.loc["x79_twice", "risk"] > table.loc["healthy", "risk"]
+    # and the words say why
+    assert table.loc["x79_twice", "top_factors"].startswith("Xid 79 (fell off the bus) ×2 in 7 days (before a fix 2 days ago)")
+    assert "fix" not in table.loc["x79_ticket", "top_factors"]

@@ -35,7 +35,7 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from pipeline.predict.evidence_weights import XID_CLASSES, Weights, load_weights
+from pipeline.predict.evidence_weights import HW_CLASSES, XID_CLASSES, Weights, load_weights
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ INPUTS: tuple[str, ...] = (
     "remap_failed_30d", "remap_uncorr_30d", "pcie_narrow_days_7d", "pcie_narrow_days_30d", "pcie_width_deficit_7d",
     "pcie_replay_7d", "temp_vs_host_7d", "temp_vs_model_7d", "temp_vs_own_before", "throttle_thermal_7d", "samples_vs_own_1d",
     "lost_marker_days_1d", "lost_marker_days_7d", "sxid_host_7d", "reseats_prior", "tickets_prior",
-    "pcie_narrow_days_1d",
+    "pcie_narrow_days_1d", "days_since_fix", "days_since_hw_evidence",
 )
 
 #: Fewest failures (distinct replaced GPUs) in the labelled history before the fleet's own
@@ -95,10 +95,12 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     """Each term's contribution (≥ 0) for every row of ``frame``, columns in :data:`TERM_ORDER`."""
     w = w or load_weights()
     r, t = w.recency, w.terms
+    fix = _after_fix(frame, r["after_fix"])
     out: dict[str, np.ndarray] = {}
     for k in XID_CLASSES:
         c1, c7, c30 = (_col(frame, f"xc_{k}_{n}d") for n in (1, 7, 30))
-        n = r["today"] * c1 + r["week"] * (c7 - c1) + r["month"] * (c30 - c7)
+        past = r["week"] * (c7 - c1) + r["month"] * (c30 - c7)
+        n = r["today"] * c1 + (fix * past if k in HW_CLASSES else past)
         out[f"xid_{k}"] = w.xid_weight[k] * _log2p(n)
     u7, u30 = _col(frame, "ecc_uncorr_7d"), _col(frame, "ecc_uncorr_30d")
     out["ecc_uncorrected"] = t["ecc_uncorrected"]["weight"] * _log2p(u7 + r["month"] * (u30 - u7))
@@ -119,7 +121,7 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     # transient (a riser, a retrain), so its past days count at the week's weight.
     now = (np.where(_col(frame, "pcie_narrow_days_1d") > 0, r["today"], r["week"])
            if "pcie_narrow_days_1d" in frame.columns else r["today"])  # a frame that does not say
-    out["pcie_narrow"] = t["pcie_narrow"]["weight"] * now * _log2p(n7 + r["month"] * (n30 - n7))
+    out["pcie_narrow"] = t["pcie_narrow"]["weight"] * now * fix * _log2p(n7 + r["month"] * (n30 - n7))
     out["pcie_deficit"] = (t["pcie_deficit"]["weight"] * np.maximum(_col(frame, "pcie_width_deficit_7d"), 0.0)
                            / t["pcie_deficit"]["scale_lanes"])
     out["pcie_replay"] = t["pcie_replay"]["weight"] * _log2p(_col(frame, "pcie_replay_7d") / t["pcie_replay"]["scale"])
@@ -127,12 +129,26 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     out["thermal_throttle"] = t["thermal_throttle"]["weight"] * np.clip(_col(frame, "throttle_thermal_7d"), 0, 1)
     out["lost_samples"] = t["lost_samples"]["weight"] * np.maximum(_lost_share(frame) - t["lost_samples"]["margin"], 0.0)
     m1, m7 = _col(frame, "lost_marker_days_1d"), _col(frame, "lost_marker_days_7d")
-    out["lost_markers"] = t["lost_markers"]["weight"] * _log2p(r["today"] * m1 + r["week"] * (m7 - m1))
+    out["lost_markers"] = t["lost_markers"]["weight"] * _log2p(r["today"] * m1 + fix * r["week"] * (m7 - m1))
     out["sxid_host"] = t["sxid_host"]["weight"] * _log2p(_col(frame, "sxid_host_7d"))
     reseats = _col(frame, "reseats_prior")
     out["reseats"] = t["reseats"]["weight"] * _log2p(reseats)
     out["tickets"] = t["tickets"]["weight"] * _log2p(_col(frame, "tickets_prior") - reseats)
     return pd.DataFrame({k: out[k] for k in TERM_ORDER}, index=frame.index)
+
+
+def _after_fix(frame: pd.DataFrame, factor: float) -> np.ndarray:
+    """``factor`` where a ticket closed without a replacement on or after the day of the GPU's
+    last hardware evidence (a hardware-class Xid, a failing-GPU marker, a narrowed link),
+    else 1. Days, not hours: a lost GPU is marked until the reseat that day, so evidence that
+    stops on the day of the fix is what the fix answered; a fault that comes back shows on a
+    later day, which lifts the discount (so does any evidence today after an earlier fix).
+    A frame without the two columns (an older warehouse) is never discounted."""
+    if "days_since_fix" not in frame.columns or "days_since_hw_evidence" not in frame.columns:
+        return np.ones(len(frame))
+    fixed = pd.to_numeric(frame["days_since_fix"], errors="coerce").fillna(999).to_numpy(dtype=float)
+    seen = pd.to_numeric(frame["days_since_hw_evidence"], errors="coerce").fillna(999).to_numpy(dtype=float)
+    return np.where((fixed <= seen) & (fixed < 999), factor, 1.0)
 
 
 def _heat_excess(frame: pd.DataFrame) -> np.ndarray:

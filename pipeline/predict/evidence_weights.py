@@ -22,6 +22,9 @@ from pipeline.vocab.sql import literal
 
 #: The classes, in the order features and explanations list them (strongest kind first).
 XID_CLASSES: tuple[str, ...] = ("fatal", "memory", "nvlink", "pcie", "gsp_hang", "sbe", "driver", "app", "other")
+#: The classes that say the GPU's hardware is at fault: the evidence a fix (a reseat, a reset,
+#: a riser swap) answers, so a fix after them discounts them (``recency.after_fix``).
+HW_CLASSES: tuple[str, ...] = ("fatal", "memory", "nvlink", "pcie", "gsp_hang", "sbe")
 
 #: The non-Xid terms and the extra parameters each takes besides ``weight`` and ``doc``.
 TERMS: dict[str, tuple[str, ...]] = {
@@ -89,9 +92,11 @@ def load_weights(path: str | None = None) -> Weights:
     if extra:
         problems.append(f"{p.name}: unknown top-level keys {sorted(extra)}")
     rec = raw.get("recency") or {}
-    recency = {k: _num(rec.get(k), f"{p.name}: recency.{k}", problems) for k in ("today", "week", "month")}
+    recency = {k: _num(rec.get(k), f"{p.name}: recency.{k}", problems) for k in ("today", "week", "month", "after_fix")}
     if not recency["today"] >= recency["week"] >= recency["month"]:
         problems.append(f"{p.name}: recency must not grow with age (today >= week >= month), got {recency}")
+    if not recency["after_fix"] <= 1.0:
+        problems.append(f"{p.name}: recency.after_fix must be at most 1 (a fix never adds weight), got {recency['after_fix']}")
     classes = raw.get("xid_classes") or {}
     if set(classes) != set(XID_CLASSES):
         problems.append(f"{p.name}: xid_classes must be exactly {list(XID_CLASSES)}, got {list(classes)}")

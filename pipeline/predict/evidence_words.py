@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from pipeline.predict.evidence_weights import load_weights, xid_class_of
+from pipeline.predict.evidence_weights import HW_CLASSES, load_weights, xid_class_of
 from pipeline.predict.features import XID_CODES
 
 #: What the codes counted one by one mean, in short.
@@ -110,8 +110,25 @@ WORDS: dict[str, Callable[[dict], str]] = {
 }
 
 
+#: The terms a fix answers (``recency.after_fix`` in pipeline/declared/predict_evidence.yaml).
+ANSWERED: frozenset[str] = frozenset({*(f"xid_{k}" for k in HW_CLASSES), "lost_markers", "pcie_narrow"})
+
+
+def _answered(row: dict) -> float | None:
+    """Days since the fix that answered the GPU's hardware evidence (None: none did), as
+    :func:`pipeline.predict.evidence._after_fix` decides it."""
+    fixed, seen = row.get("days_since_fix"), row.get("days_since_hw_evidence")
+    if fixed is None or seen is None or pd.isna(fixed) or pd.isna(seen):
+        return None
+    return float(fixed) if float(fixed) < 999 and float(fixed) <= float(seen) else None
+
+
 def _render(term: str, row: dict) -> str:
-    return _xid(row, term[4:]) if term.startswith("xid_") else WORDS[term](row)
+    words = _xid(row, term[4:]) if term.startswith("xid_") else WORDS[term](row)
+    fixed = _answered(row) if term in ANSWERED else None
+    if fixed is not None:  # why it weighs less than the same evidence unanswered
+        words += f" (before a fix {'today' if fixed == 0 else _plural(fixed, 'day') + ' ago'})"
+    return words
 
 
 def describe(row: dict, contrib: dict[str, float], limit: int = 3) -> str:

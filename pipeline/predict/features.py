@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from pipeline.config import Config
 from pipeline.engine import Dialect, DuckDBDialect, Engine
-from pipeline.predict.evidence_weights import XID_CLASSES, xid_class_values
+from pipeline.predict.evidence_weights import HW_CLASSES, XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
 from pipeline.vocab.sql import literal, literals
@@ -74,7 +74,8 @@ CLASS_COUNTS: tuple[str, ...] = tuple(f"xc_{k}_{w}d" for k in XID_CLASSES for w 
 #: Numeric model inputs, in a fixed order.
 NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
-) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d", "pcie_narrow_days_1d")
+) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d", "pcie_narrow_days_1d",
+                   "days_since_fix", "days_since_hw_evidence")
 
 #: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
 #: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
@@ -121,6 +122,7 @@ def features_sql(cfg: Config, failures: str, lost_columns: tuple[str, ...] = (),
     hd = "(PARTITION BY host, day)"  # inline: Spark misreads a named window followed by an operator
     narrow = "CASE WHEN pcie_min_1d < pcie_full THEN 1 ELSE 0 END"
     marked = "CASE WHEN lost_markers > 0 THEN 1 ELSE 0 END"
+    hw_xid = " + ".join(f"coalesce(c_{k}, 0)" for k in HW_CLASSES)
     return f"""
 WITH bounds AS (SELECT CAST({literal(start)} AS DATE) AS d0, CAST({literal(end)} AS DATE) AS d1,
                        CAST({int(cfg.predict.horizon_days)} AS INTEGER) AS h),
@@ -183,6 +185,15 @@ tk AS (
     AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
   GROUP BY ALL
 ),
+fx AS (
+  -- Fixes: tickets on the GPU closed without replacing it (a reseat, a reset, a riser or
+  -- cable swap, no fault found), dated by their close, the day the outcome is known.
+  SELECT serial, CAST(closed_at AS DATE) AS day, count(*) AS n
+  FROM tickets
+  WHERE serial IS NOT NULL AND closed_at IS NOT NULL
+    AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
+  GROUP BY ALL
+),
 hf AS (
   SELECT inv.host, f.fday AS day, count(*) AS n
   FROM fails f JOIN inv USING (serial) GROUP BY ALL
@@ -190,13 +201,14 @@ hf AS (
 base AS (
   SELECT g.serial, g.day, g.host, g.model, g.vendor, g.site, g.batch, g.slot, g.inst, g.first_fday,
     t.*, x.*,
-    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, hf.n AS host_fails,
+    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, fx.n AS fixes, hf.n AS host_fails,
     {d.day_diff("DATE '1970-01-01'", "g.day")} AS dn
   FROM grid g
   LEFT JOIN tele t ON t.t_serial = g.serial AND t.t_day = g.day
   LEFT JOIN xd x ON x.x_serial = g.serial AND x.x_day = g.day
   LEFT JOIN hx ON hx.host = g.host AND hx.day = g.day
   LEFT JOIN tk ON tk.serial = g.serial AND tk.day = g.day
+  LEFT JOIN fx ON fx.serial = g.serial AND fx.day = g.day
   LEFT JOIN hf ON hf.host = g.host AND hf.day = g.day
 ),
 roll AS (
@@ -255,6 +267,10 @@ roll AS (
     sum(coalesce(tickets, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS tickets_prior,
     sum(coalesce(reseats, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS reseats_prior,
     max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
+    max(CASE WHEN fixes > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_fix_day,
+    -- Hardware evidence a fix answers: an Xid of a hardware class or a failing-GPU marker
+    -- (a narrowed link is added in the next step, where the link's full width is known).
+    CASE WHEN {hw_xid} > 0 OR coalesce(lost_markers, 0) > 0 THEN 1 ELSE 0 END AS hw_today,
     sum(coalesce(host_fails, 0)) OVER {w30} AS host_failures_30d,
     CAST(sum(coalesce(lost_markers, 0)) OVER {w7} AS DOUBLE) AS lost_markers_7d,
     -- Days, not samples: a logger sampling every 10 s writes 360 marked samples for an
@@ -273,6 +289,8 @@ fleet AS (
     sum({narrow}) OVER {w1} AS pcie_narrow_days_1d,
     sum({narrow}) OVER {w7} AS pcie_narrow_days_7d,
     sum({narrow}) OVER {w30} AS pcie_narrow_days_30d,
+    max(CASE WHEN hw_today > 0 OR {narrow} > 0 THEN day END)
+      OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_hw_day,
     -- Against the other GPUs of its host the same day: a fan, a dirty filter or a hot
     -- aisle heats the whole host, a failing GPU only itself.
     temp_mean_1d - (sum(temp_mean_1d) OVER {hd} - temp_mean_1d) / nullif(count(temp_mean_1d) OVER {hd} - 1, 0) AS temp_vs_host_1d,
@@ -307,6 +325,8 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   sxid_host_7d, sxid_host_30d,
   tickets_prior, reseats_prior,
   CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_ticket,
+  CAST(coalesce({d.day_diff("last_fix_day", "day")}, 999) AS DOUBLE) AS days_since_fix,
+  CAST(coalesce({d.day_diff("last_hw_day", "day")}, 999) AS DOUBLE) AS days_since_hw_evidence,
   host_failures_30d,
   host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,
   avg(temp_vs_model_7d) OVER (PARTITION BY host, day) AS host_temp_vs_model_7d,
