@@ -12,7 +12,9 @@ hosts, each line one text cell split in SQL (:func:`~pipeline.ingest.telemetry.r
 the file name a column, and aggregated by file, GPU and hour in the same statement. What
 differs per host (its name, its time zone) is a column of a small per-file table joined
 on the file name, not a statement per host; repeated header lines are recognized in SQL
-and skipped. A large file is read the same way: DuckDB streams it.
+and skipped. A large uncompressed file (:data:`WIDE_READ_BYTES`) is read as columns
+instead (:func:`~pipeline.ingest.telemetry.read.columns_source`): DuckDB's parallel CSV
+reader splits its lines, and the same SQL cleans and aggregates them.
 
 Then each file is judged: a file whose only problems are lines of the wrong number of
 cells keeps its result and those lines go to the quarantine (:func:`count_rejects`); a

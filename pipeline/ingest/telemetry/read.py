@@ -1,8 +1,9 @@
 """Reading nvidia-smi CSV logs: many files per DuckDB statement, or one file line by line.
 
-The fast path (:func:`lines_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
-and parallel parsing included), the file name a column; :mod:`pipeline.ingest.telemetry.batch`
-aggregates in the same statement and judges what it rejected. A file it gives back goes
+The fast path (:func:`lines_source`, or :func:`columns_source` for a large file) hands many
+files to one DuckDB ``read_csv`` (gzip, CRLF and parallel parsing included), the file name a
+column; :mod:`pipeline.ingest.telemetry.batch` aggregates in the same statement and judges
+what it rejected. A file it gives back goes
 through the line-by-line path (:func:`read_exact`), which walks the file in blocks with line
 numbers, follows header changes, and tells each line's fate: loaded, skipped (blank,
 header) or quarantined (:func:`line_reject`). A line ends at LF, CRLF or a lone CR on both
