@@ -37,7 +37,12 @@ import polars as pl
 from pipeline.errors import EngineError
 from pipeline.ingest import sniff
 from pipeline.ingest.telemetry import facts
-from pipeline.ingest.telemetry.fields import ALIASES, Field, first_char_sql, header_fields
+from pipeline.ingest.telemetry.fields import (
+    ALIASES,
+    Field,
+    first_char_sql,
+    header_fields,
+)
 from pipeline.ingest.telemetry.read import (
     BLANK_CHARS,
     READ_ERRORS,
