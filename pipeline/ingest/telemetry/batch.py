@@ -12,7 +12,9 @@ hosts, each line one text cell split in SQL (:func:`~pipeline.ingest.telemetry.r
 the file name a column, and aggregated by file, GPU and hour in the same statement. What
 differs per host (its name, its time zone) is a column of a small per-file table joined
 on the file name, not a statement per host; repeated header lines are recognized in SQL
-and skipped. A large file is read the same way: DuckDB streams it.
+and skipped. A large uncompressed file (:data:`WIDE_READ_BYTES`) is read as columns
+instead (:func:`~pipeline.ingest.telemetry.read.columns_source`): DuckDB's parallel CSV
+reader splits its lines, and the same SQL cleans and aggregates them.
 
 Then each file is judged: a file whose only problems are lines of the wrong number of
 cells keeps its result and those lines go to the quarantine (:func:`count_rejects`); a
@@ -35,10 +37,18 @@ import polars as pl
 from pipeline.errors import EngineError
 from pipeline.ingest import sniff
 from pipeline.ingest.telemetry import facts
-from pipeline.ingest.telemetry.fields import ALIASES, Field, header_fields
+from pipeline.ingest.telemetry.fields import (
+    ALIASES,
+    Field,
+    first_char_sql,
+    header_fields,
+)
 from pipeline.ingest.telemetry.read import (
     BLANK_CHARS,
     READ_ERRORS,
+    LineCount,
+    columns_source,
+    count_lines,
     first_line,
     line_end,
     line_reject,
@@ -176,19 +186,51 @@ class Item:
 
 _FAILED_FILE = re.compile(r"^\s*file = (.+?)\s*$", re.MULTILINE)
 
+#: The rule between the two reads of a layout's files: an uncompressed file of at least this
+#: many bytes is read as columns (:func:`~pipeline.ingest.telemetry.read.columns_source`,
+#: DuckDB's parallel CSV reader splitting the cells), any other file as one text cell a line
+#: split in SQL (:func:`~pipeline.ingest.telemetry.read.lines_source`). Per file, DuckDB's
+#: CSV reader costs more the more columns it is given, which is what many small files (one
+#: per host and day, kilobytes each) pay; per byte, splitting lines in SQL costs more, which
+#: is what a large file pays. A gzip file always takes the one-cell read: the columns read
+#: counts the file's lines and commas in Python first, which would mean decompressing it twice.
+#: Measured figures: bench/RESULTS.md.
+WIDE_READ_BYTES = 64 << 20
+
+
+def wide_read(path: Path, lay: Layout) -> bool:
+    """Whether ``path`` is read as columns (:data:`WIDE_READ_BYTES`)."""
+    if lay.gzip:
+        return False
+    try:
+        return path.stat().st_size >= WIDE_READ_BYTES
+    except OSError:
+        return False
+
 
 def fast_batch(con, items: list[Item], lay: Layout, header: list[list[str]] | None = None,
                ) -> list[tuple[Loaded, pl.DataFrame] | None]:
     """Each file's (counts and rejects, ``smi_hourly`` rows), or None for a file that needs
-    the exact path. One DuckDB statement for the lot, whatever their hosts; when it fails,
+    the exact path. One DuckDB statement for the lot, whatever their hosts (two when some
+    files are read as columns and others as lines, :data:`WIDE_READ_BYTES`); when it fails,
     the file its error names (else each half) is tried apart.
     ``con`` is a scratch engine (:func:`~pipeline.ingest.telemetry.read.scratch`);
     ``header``: per cell, the spellings a repeated header line may use (default: the
     layout's)."""
+    wide = [wide_read(it.path, lay) for it in items]
+    out: list = [None] * len(items)
+    for kind in (False, True):
+        at = [k for k, w in enumerate(wide) if w == kind]
+        for k, res in zip(at, _batch(con, [items[k] for k in at], lay, header, kind)):
+            out[k] = res
+    return out
+
+
+def _batch(con, items: list[Item], lay: Layout, header, wide: bool) -> list:
     if not items:
         return []
     try:
-        return _fast_batch(con, items, lay, header)
+        return _fast_batch(con, items, lay, header, wide)
     except EngineError as exc:
         if len(items) == 1:
             log.info("%s: fast path declined (%s); reading line by line", items[0].path, exc)
@@ -198,32 +240,47 @@ def fast_batch(con, items: list[Item], lay: Layout, header: list[list[str]] | No
     if len(bad) == 1:
         k = bad[0]
         log.info("%s: fast path declined; reading line by line", items[k].path)
-        return (fast_batch(con, items[:k], lay, header) + [None] + fast_batch(con, items[k + 1:], lay, header))
+        return (_batch(con, items[:k], lay, header, wide) + [None] + _batch(con, items[k + 1:], lay, header, wide))
     half = len(items) // 2
-    return fast_batch(con, items[:half], lay, header) + fast_batch(con, items[half:], lay, header)
+    return _batch(con, items[:half], lay, header, wide) + _batch(con, items[half:], lay, header, wide)
 
 
-def _fast_batch(con, items: list[Item], lay: Layout, header):
+def _fast_batch(con, items: list[Item], lay: Layout, header, wide: bool = False):
     """One ``read_csv`` over the batch's files, the file name a column, and the hourly
     facts of all of them in the same statement: DuckDB's fixed cost per statement is paid
     once per batch, not per file or host. A file's host and zone come from a small table
-    joined on the file name (``_smi_files``), so files of any hosts share the statement."""
+    joined on the file name (``_smi_files``), so files of any hosts share the statement.
+    ``wide``: the files are read as columns (:data:`WIDE_READ_BYTES`), after their lines
+    and commas are counted."""
     fields = list(lay.fields)
     ts = [f.name for f in fields].index("timestamp")
-    # The cells the facts neither clean nor take as a GPU's identity are read only by the
-    # repeated-header test, from ``_cells`` (``hourly_sql``'s ``cells``): their ``c<i>`` are
-    # never referenced, so DuckDB does not fill them.
-    src = lines_source([it.path for it in items], len(fields), ts, lay.skip, lay.delim, newline=lay.newline,
-                       gzip=lay.gzip)
+    counted = {it.path: count_lines(it.path, lay.newline) for it in items} if wide else {}
+    read = [it for it in items if not wide or counted[it.path] is not None]
+    if not read:
+        return [None] * len(items)
+    paths = [it.path for it in read]
+    if wide:
+        src, cells = columns_source(paths, len(fields), ts, lay.skip, lay.delim, newline=lay.newline), None
+        # A GPU's raw identity is a group key: a space around it (the line-by-line path strips
+        # it) is looked for once per group, and sends the file line by line as an unreadable value would.
+        spaced = " OR ".join(f"{first_char_sql(f'h.r_{c}', ' ', ' ')} OR ends_with(h.r_{c}, ' ')" for c in facts.ID_RAW)
+        bad_n = f"h._bad + coalesce(({spaced})::INTEGER, 0)"
+    else:
+        # The cells the facts neither clean nor take as a GPU's identity are read only by the
+        # repeated-header test, from ``_cells`` (``hourly_sql``'s ``cells``): their ``c<i>`` are
+        # never referenced, so DuckDB does not fill them.
+        src, cells = lines_source(paths, len(fields), ts, lay.skip, lay.delim, newline=lay.newline,
+                                  gzip=lay.gzip), "_cells"
+        bad_n = "h._bad"
     header = header or [list(c) for c in lay.header]
     con.register("_smi_files", pl.DataFrame(
-        {"filename": [str(it.path) for it in items], "file_id": [it.file_id for it in items],
-         "host": [it.host for it in items], "tz": [it.tz for it in items]},
+        {"filename": [str(it.path) for it in read], "file_id": [it.file_id for it in read],
+         "host": [it.host for it in read], "tz": [it.tz for it in read]},
         schema={"filename": pl.Utf8, "file_id": pl.Int64, "host": pl.Utf8, "tz": pl.Utf8}))
     try:
-        hourly = facts.hourly_sql(fields, src, by_file=True, header=header, cells="_cells")
+        hourly = facts.hourly_sql(fields, src, by_file=True, header=header, cells=cells)
         df = con.pl(facts.finish_hourly_sql(
-            f"(SELECT h.* EXCLUDE (filename), h._bad AS _bad_n, f.file_id, f.host AS _host, f.tz AS _tz "
+            f"(SELECT h.* EXCLUDE (filename), {bad_n} AS _bad_n, f.file_id, f.host AS _host, f.tz AS _tz "
             f"FROM ({hourly}) h JOIN _smi_files f USING (filename))"), step="smi: read a batch of files")
     finally:
         con.unregister("_smi_files")
@@ -240,22 +297,45 @@ def _fast_batch(con, items: list[Item], lay: Layout, header):
     out: list[tuple[Loaded, int] | None] = []
     ok: list[int] = []
     for it in items:
-        bad, odd, n, headers = per_file.get(it.file_id, (0, 0, 0, 0))
+        if wide and counted[it.path] is None:
+            out.append(None)
+            continue
+        bad, odd, n, headers = (int(x) for x in per_file.get(it.file_id, (0, 0, 0, 0)))
         # Groups with an hour and an unreadable value, or lines without an hour that are not
         # all lines of the wrong cell count: the line-by-line path judges the file.
-        rejects = count_rejects(it.path, lay, int(odd)) if not bad and odd else [] if not bad else None
+        rejects = None if bad else _settle(it.path, lay, odd, n + headers, counted.get(it.path))
         if rejects is None:
             out.append(None)
             continue
-        n = int(n) - int(odd)
+        n = n - odd
         # Header lines (the first and any repeated one) are skipped, as the exact path does.
-        out.append((Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=int(headers) + lay.skip,
+        out.append((Loaded(rows_read=n + len(rejects), rows_loaded=n, rows_skipped=headers + lay.skip,
                            rejects=rejects), it.file_id))
         ok.append(it.file_id)
     good = df.filter(data & ~nohour & pl.col("file_id").is_in(ok)) if ok else df.clear()
     parts = _by_file(_to_utc(good)) if ok else {}
     empty = _no_hourly()
     return [None if r is None else (r[0], parts.get(r[1], empty)) for r in out]
+
+
+def _settle(path: Path, lay: Layout, odd: int, returned: int, counted: LineCount | None) -> list[Rejected] | None:
+    """The quarantine rows of a file read fast, or None when it must be read line by line.
+
+    ``odd``: its lines read without an hour; ``returned``: all lines the read gave back
+    (data and repeated headers). Read as columns (``counted``: its lines and commas), the
+    lines the reader dropped (a wrong number of cells, blank) are the file's lines not given
+    back, and are judged with the odd ones; when there are none, every line must hold
+    exactly ``n - 1`` commas (no comma inside a column).
+    """
+    expected = odd
+    if counted is not None:
+        dropped = counted.lines - lay.skip - returned
+        if dropped < 0:
+            return None
+        expected += dropped
+        if not expected:
+            return [] if counted.commas == (len(lay.fields) - 1) * counted.lines else None
+    return count_rejects(path, lay, expected) if expected else []
 
 
 def _by_file(df: pl.DataFrame) -> dict[int, pl.DataFrame]:

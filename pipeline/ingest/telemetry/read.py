@@ -1,8 +1,9 @@
 """Reading nvidia-smi CSV logs: many files per DuckDB statement, or one file line by line.
 
-The fast path (:func:`lines_source`) hands many files to one DuckDB ``read_csv`` (gzip, CRLF
-and parallel parsing included), the file name a column; :mod:`pipeline.ingest.telemetry.batch`
-aggregates in the same statement and judges what it rejected. A file it gives back goes
+The fast path (:func:`lines_source`, or :func:`columns_source` for a large file) hands many
+files to one DuckDB ``read_csv`` (gzip, CRLF and parallel parsing included), the file name a
+column; :mod:`pipeline.ingest.telemetry.batch` aggregates in the same statement and judges
+what it rejected. A file it gives back goes
 through the line-by-line path (:func:`read_exact`), which walks the file in blocks with line
 numbers, follows header changes, and tells each line's fate: loaded, skipped (blank,
 header) or quarantined (:func:`line_reject`). A line ends at LF, CRLF or a lone CR on both
@@ -25,7 +26,7 @@ import polars as pl
 
 from pipeline.engine.duckdb_engine import DuckDBEngine
 from pipeline.ingest import sniff
-from pipeline.ingest.telemetry.fields import Field, header_fields
+from pipeline.ingest.telemetry.fields import Field, first_char_sql, header_fields
 from pipeline.vocab.pci import pci_id
 from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Rejected
@@ -178,6 +179,86 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
     )
     return (f"(SELECT filename, l AS _cells, {cells} FROM "
             f"(SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))")
+
+
+def columns_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n") -> str:
+    """DuckDB ``read_csv`` over large files as ``n`` raw text columns ``c0..`` and
+    ``filename``: DuckDB's parallel CSV reader splits the lines, not SQL (the read
+    :mod:`pipeline.ingest.telemetry.batch` takes for files of at least
+    :data:`~pipeline.ingest.telemetry.batch.WIDE_READ_BYTES`; :func:`lines_source` for the rest).
+
+    The columns are split at ``delim`` and, unlike :func:`lines_source`'s cells, not tested
+    line by line for odd spacing (a test per cell costs about what splitting a line in SQL
+    saves). Nothing is lost by that, because each difference from the line-by-line path's
+    cells (split at every comma, spaces stripped) is caught elsewhere:
+
+    - a line of another number of cells (and a blank line) is dropped here
+      (``ignore_errors``) and found by counting the file's lines (:func:`count_lines`);
+    - a comma inside a column: the file's commas are counted too (``n - 1`` a line);
+    - a space around a value the facts clean (numbers, masks, times) either cleans to the
+      same value (DuckDB's casts ignore it) or makes the value unreadable, so the file goes
+      line by line (``_bad``); the failing-marker test compares text, so a cell starting with
+      ``[`` and ending with a space takes the line's timestamp away (the file is then judged
+      as for :func:`lines_source`'s odd lines);
+    - a space around a GPU's identity (a group key) is checked once per group by the caller.
+
+    Empty cells stay ``''`` (``force_not_null``), as :func:`lines_source` splits them.
+    """
+    if delim not in (", ", ","):
+        raise ValueError(f"delimiter {delim!r}: nvidia-smi lines are split at ', ' or ','")
+    names = [f"c{i}" for i in range(n)]
+    marker_spaced = " OR ".join(f"({first_char_sql(c, '[', '[')} AND ends_with({c}, ' '))" for c in names)
+    cols = ", ".join(f"CASE WHEN NOT ({marker_spaced}) THEN c{i} END AS c{i}" if i == ts else f"c{i}"
+                     for i in range(n))
+    types = ", ".join(f"{literal(c)}: 'VARCHAR'" for c in names)
+    read = (
+        f"read_csv([{literals(str(p) for p in paths)}], columns={{{types}}}, header=false, skip={skip}, "
+        f"delim={literal(delim)}, new_line={literal(NEWLINE_OPTION[newline])}, quote='', escape='', "
+        f"auto_detect=false, null_padding=false, ignore_errors=true, force_not_null=[{literals(names)}], "
+        f"filename=true, compression='none')"
+    )
+    return f"(SELECT filename, {cols} FROM {read})"
+
+
+@dataclass(frozen=True)
+class LineCount:
+    """What :func:`count_lines` found: the file's lines (an unterminated last one included)
+    and commas."""
+
+    lines: int
+    commas: int
+
+
+#: Bytes read per call by :func:`count_lines`.
+_COUNT_BLOCK = 16 << 20
+
+
+def count_lines(path: Path, newline: str) -> LineCount | None:
+    """The lines and commas of an uncompressed file whose lines end with ``newline``; None
+    when it also holds a line end of another kind (DuckDB would cut its lines otherwise
+    than the line-by-line path). Two ``bytearray.count`` passes a block, in place (and a
+    ``find`` for the other line end): a small part of what reading the columns costs."""
+    end, other = (b"\r", b"\n") if newline == "\r" else (b"\n", b"\r")
+    crlf = newline == "\r\n"
+    lines = commas = cr = pairs = 0
+    buf = bytearray(_COUNT_BLOCK)
+    last = -1  # the file's last byte (-1: empty)
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while k := f.readinto(buf):
+                lines += buf.count(end, 0, k)
+                commas += buf.count(b",", 0, k)
+                if crlf:  # every CR starts a CRLF (one cut by the block counted whole)
+                    cr += buf.count(b"\r", 0, k)
+                    pairs += buf.count(b"\r\n", 0, k) + (last == 13 and buf[0] == 10)
+                elif buf.find(other, 0, k) >= 0:
+                    return None
+                last = buf[k - 1]
+    except OSError:
+        return None
+    if crlf and not cr == pairs == lines:
+        return None
+    return LineCount(lines + (last not in (-1, 10, 13)), commas)
 
 
 #: A file's line end -> DuckDB's ``new_line`` option.
