@@ -133,11 +133,10 @@ def _store_settled_headers(ctx, before: pa.Table) -> None:
     changed = [r for r in after.to_pylist() if tuple(r.values()) not in old]
     if not changed:
         return
-    spark, store = ctx.spark_store()
+    _, store = ctx.spark_store()
     committed = set(store.registry().column("file_id").to_pylist())
     rows = pa.Table.from_pylist([r for r in changed if r["file_id"] in committed], schema=after.schema)
     if rows.num_rows:
         from pipeline.engine.tables import conform
 
-        store.rewrite_files("smi_headers", spark.createDataFrame(conform("smi_headers", rows)),
-                            rows.column("file_id").to_pylist())
+        store.rewrite_files("smi_headers", conform("smi_headers", rows), rows.column("file_id").to_pylist())
