@@ -51,6 +51,15 @@ def test_run_engine_option_overrides_the_config():
         with_engine(cfg, "sprak")
 
 
+def test_keep_samples_is_refused_on_spark_in_one_line():
+    raw = {"telemetry": {"keep_samples": True}}
+    assert config_from_dict(raw).telemetry.keep_samples  # fine on DuckDB
+    for make in (lambda: config_from_dict({**raw, "engine": {"name": "spark"}}),
+                 lambda: with_engine(config_from_dict(raw), "spark")):
+        with pytest.raises(ConfigError, match="telemetry.keep_samples: not supported with engine spark"):
+            make()
+
+
 def test_cli_rejects_an_unknown_engine_in_one_line(cli, capsys):
     assert cli("run", "--engine", "sprak", "--data", SAMPLE) == 2
     err = capsys.readouterr().err.strip().splitlines()

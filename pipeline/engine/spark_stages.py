@@ -98,8 +98,6 @@ def smi(ctx) -> None:
     if not root.is_dir():
         ctx.note(STAGE, f"no {root}: no telemetry")
         return
-    if ctx.cfg.telemetry.keep_samples:
-        ctx.note(STAGE, "telemetry.keep_samples: the Spark ingest keeps no clean samples (run with --engine duckdb)")
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host), as the stage's
     for host, paths in input_files(STAGE, ctx.data_dir).items():
         plan += [(path, host, paths[i - 1] if i else None) for i, path in enumerate(paths)]
