@@ -16,9 +16,7 @@ from pipeline.config import config_from_dict, load_config, with_engine
 from pipeline.errors import ConfigError
 from tests.conftest import ROOT
 
-SAMPLE = ROOT / "data" / "sample"
-#: The stages whose tables the statistics read (the rest of the night is not needed here).
-UP_TO_LINK = ["inventory", "smi", "xid", "tickets", "normalize", "link"]
+from tests.spark_nights import SAMPLE, UP_TO_LINK, sample_night  # noqa: F401 (SAMPLE, UP_TO_LINK: others import them here)
 
 
 # -- the config, no Spark needed ---------------------------------------------------------
@@ -89,14 +87,9 @@ def assert_same_table(ours: pl.DataFrame, theirs: pl.DataFrame, name: str) -> No
 
 @pytest.fixture(scope="module")
 def sample_tables(tmp_path_factory):
-    """The sample through the stages before stats, on DuckDB: the statistics' inputs."""
-    from pipeline.run import run_pipeline
-
-    tmp = tmp_path_factory.mktemp("spark_sample")
-    _, code = run_pipeline(load_config(ROOT / "fleetfault.toml"), SAMPLE, tmp / "wh.duckdb", tmp / "out",
-                           stages=UP_TO_LINK)
-    assert code in (0, 1)
-    return tmp / "wh.duckdb"
+    """The sample through the stages before stats, on DuckDB: the statistics' inputs (the
+    night tests/spark_nights.py shares; copy before changing it)."""
+    return sample_night("duckdb", tmp_path_factory).wh
 
 
 @pytest.mark.spark

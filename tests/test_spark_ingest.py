@@ -182,3 +182,16 @@ def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, 
         assert_same_table(_content(_read(uninterrupted, table), table), _content(_read(store, table), table), table)
     committed = set(store.registry().column("file_id").to_pylist())
     assert set(_ids_on_disk(store, "xid_raw")) <= committed  # the killed run's batch is gone
+
+
+def test_a_store_of_the_layout_before_batches_is_refused_in_one_line(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.engine.parquet_tables import ParquetTableStore
+    from pipeline.engine.tables import arrow_schema
+
+    store = ParquetTableStore(None, str(tmp_path / "tables"))  # (no Spark: the registry is pyarrow's)
+    assert store.registry().num_rows == 0
+    pq.write_table(arrow_schema("files").empty_table(), tmp_path / "tables" / "_registry" / "v00000001.parquet")
+    with pytest.raises(RuntimeError, match="layout before batches.*move it away"):
+        store.registry()

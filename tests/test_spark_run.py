@@ -1,9 +1,10 @@
 """``fleetfault run --engine spark`` ingests telemetry and kernel logs with the Spark ingest:
 the warehouse gets the same rows as from the DuckDB stages, through one file registry.
 
-- the bundled sample's ingest on Spark gives DuckDB's tables (and the derived ``gpu_days``,
-  ``xid_events``), the same stage counts and exit code; a second night on Spark adds
-  nothing, and a DuckDB night after it on the same warehouse loads nothing twice;
+- the bundled sample's night (up to ``link``) on Spark gives DuckDB's ingested tables (and
+  the derived ``gpu_days``, ``xid_events``), the same stage counts and exit code; a second
+  night on Spark adds nothing (tickets included), and a DuckDB night after it on the same
+  warehouse loads nothing twice;
 - a changed file replaces exactly its rows; a run killed mid-ingest (after some of the
   store's tables were written, or after the store's commit and before the warehouse took
   the rows) then rerun gives the uninterrupted run's tables;
@@ -25,6 +26,7 @@ import pytest
 
 from pipeline.config import load_config, with_engine
 from tests.conftest import ROOT
+from tests.spark_nights import sample_night
 from tests.test_spark import assert_same_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -33,8 +35,12 @@ SAMPLE = ROOT / "data" / "sample"
 CFG = load_config(ROOT / "fleetfault.toml")
 SPARK = with_engine(CFG, "spark")
 INGEST = ["inventory", "smi", "xid"]
+#: The nights run again on the sample (the ticket stage's rerun too).
+AGAIN = [*INGEST, "tickets"]
 #: The ingested tables, and the registry.
 TABLES = ("xid_raw", "gpu_map", "kernel_segments", "smi_hourly", "smi_headers", "quarantine", "files")
+#: What the nights run again must leave as it is.
+LOADED = (*TABLES, "tickets_raw")
 #: Columns that name a load (ids, times), not what was read.
 LOAD_COLUMNS = {"file_id", "run_id", "quarantined_at", "loaded_at"}
 COUNTS = ("stage", "files", "unchanged", "rows_read", "rows_loaded", "rows_quarantined", "rows_out")
@@ -79,25 +85,25 @@ def _night(cfg, data: Path, wh: Path, stages=INGEST):
 
 @pytest.fixture(scope="module")
 def sample_nights(spark, tmp_path_factory):
-    """The sample's ingest stages (and the steps derived after them) on DuckDB and on Spark;
-    then on the Spark warehouse a second night on Spark (its derived steps skipped: they
-    are rebuilt, not loaded) and a night on DuckDB."""
+    """The sample's night up to ``link`` on DuckDB and on Spark (shared with the other parity
+    tests: tests/spark_nights.py); then, on a copy of the Spark warehouse and its store, a
+    second night on Spark (tickets included; derived steps skipped: they are rebuilt, not
+    loaded) and a night on DuckDB."""
     from pipeline import run
 
-    tmp = tmp_path_factory.mktemp("spark_run")
     derived = ("gpu_days", "xid_events")
-    duck_reports, duck_code = _night(CFG, SAMPLE, tmp / "duck" / "wh.duckdb")
-    spark_reports, spark_code = _night(SPARK, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights = {"duck": (duck_reports, duck_code, _read(tmp / "duck" / "wh.duckdb", TABLES + derived)),
-              "spark": (spark_reports, spark_code, _read(tmp / "spark" / "wh.duckdb", TABLES + derived)),
-              "spark ids": _read(tmp / "spark" / "wh.duckdb", ids=True)}
+    duck, ours = sample_night("duckdb", tmp_path_factory), sample_night("spark", tmp_path_factory)
+    wh = ours.copy_to(tmp_path_factory.mktemp("spark_run") / "spark")
+    nights = {"duck": (duck.reports, duck.code, _read(duck.wh, TABLES + derived)),
+              "spark": (ours.reports, ours.code, _read(ours.wh, TABLES + derived)),
+              "spark ids": _read(wh, LOADED, ids=True)}
     with pytest.MonkeyPatch.context() as m:
         m.setattr(run, "DERIVE_AFTER", {})
-        again = _night(SPARK, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights["spark again"] = (*again, _read(tmp / "spark" / "wh.duckdb", ids=True))
-    then = _night(CFG, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights["duck after"] = (*then, _read(tmp / "spark" / "wh.duckdb", ids=True))
-    nights["store"] = tmp / "spark" / "wh.tables"
+        again = _night(SPARK, SAMPLE, wh, stages=AGAIN)
+    nights["spark again"] = (*again, _read(wh, LOADED, ids=True))
+    then = _night(CFG, SAMPLE, wh, stages=AGAIN)
+    nights["duck after"] = (*then, _read(wh, LOADED, ids=True))
+    nights["store"] = wh.parent / "wh.tables"
     return nights
 
 

@@ -203,7 +203,12 @@ class ParquetTableStore(TableStore):
         schema = arrow_schema("files").append(BATCH)
         if not versions:
             return schema.empty_table()
-        return pq.read_table(versions[-1], filesystem=self.fs).select(schema.names).cast(schema)
+        table = pq.read_table(versions[-1], filesystem=self.fs)
+        if "batch" not in table.column_names:
+            raise RuntimeError(f"{self.root}: a table store of the layout before batches (a folder per input "
+                               "file); move it away: the warehouse keeps every row, the next Spark night starts "
+                               "a new store")
+        return table.select(schema.names).cast(schema)
 
     def registry(self) -> pa.Table:
         return self._registry().drop_columns(["batch"])
