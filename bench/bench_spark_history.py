@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -111,11 +112,14 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--data", str(args.data), "--one", engine, "--work", tmp]
             if config:
                 cmd += ["--config", str(config)]
+            load = os.getloadavg()[0]  # the machine is shared: the load says how much of it we had
             done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
             results[engine] = json.loads(done.stdout.strip().splitlines()[-1])
             r = results[engine]
+            r["load_1min"] = [round(load, 1), round(os.getloadavg()[0], 1)]
             print(f"{engine:9s} smi {r['smi']:8.1f} s   xid {r['xid']:8.1f} s   (session start {r['session_s']:.1f} s, "
-                  f"not counted; rows {r['smi_rows']:,} + {r['xid_rows']:,})")
+                  f"not counted; rows {r['smi_rows']:,} + {r['xid_rows']:,}; load {r['load_1min'][0]} -> "
+                  f"{r['load_1min'][1]})", flush=True)
     summary = ratios(results)
     print("  ".join(f"{k} {v}" for k, v in summary.items()))
     if args.json:

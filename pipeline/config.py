@@ -303,6 +303,7 @@ def with_engine(cfg: Config, name: str) -> Config:
     problems: list[str] = []
     _check_engine(changed.engine, problems)
     _check_spark_catalog(changed, problems)
+    _check_spark_support(changed, problems)
     if problems:
         raise ConfigError(problems, "--engine")
     return changed
@@ -433,6 +434,7 @@ def _check_values(cfg: Config, problems: list[str]) -> None:
     _check_stats(cfg.stats, problems)
     _check_engine(cfg.engine, problems)
     _check_spark_catalog(cfg, problems)
+    _check_spark_support(cfg, problems)
     _check_boot_times(cfg.kernel.boot_times, problems)
     if cfg.telemetry.fields:
         _check_fields(cfg.telemetry.fields, "telemetry.fields", problems)
@@ -469,6 +471,13 @@ def _check_spark_catalog(cfg: Config, problems: list[str]) -> None:
     if cfg.engine.name == "spark" and is_remote(cfg.paths.warehouse) and not catalog:
         problems.append(f"engine.spark.catalog: required when paths.warehouse is a remote URL "
                         f"({cfg.paths.warehouse}); set it to a local file such as \"fleetfault.duckdb\"")
+
+
+def _check_spark_support(cfg: Config, problems: list[str]) -> None:
+    """Settings the Spark ingest does not honour: refused, rather than silently skipped."""
+    if cfg.engine.name == "spark" and cfg.telemetry.keep_samples:
+        problems.append("telemetry.keep_samples: not supported with engine spark (its ingest keeps no clean "
+                        "samples); set it to false or run with --engine duckdb")
 
 
 def _check_tz(tz: str, name: str, problems: list[str]) -> None:

@@ -523,7 +523,7 @@ class Warehouse:
         Spark ingest's committed files, whose rows DuckDB reads from the Parquet store.
 
         ``files``: their registry rows (Arrow, the ``files`` columns); ``sources``: table ->
-        the Parquet files (hive-partitioned by ``file_id``) holding those files' rows;
+        Parquet files holding those files' rows (among others, told apart by ``file_id``);
         ``retired``: file ids whose rows go (changed files' old versions). A file already
         registered under the same path is replaced. One transaction: all or nothing.
         """
@@ -541,8 +541,7 @@ class Warehouse:
                     continue
                 cols = ", ".join(ident(c) for c in self.schemas[table].names)
                 self._sql(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM read_parquet([{literals(parts)}], "
-                          "hive_partitioning = true, hive_types = {'file_id': BIGINT}, hive_types_autocast = false) "
-                          "WHERE file_id IN (SELECT unnest(?::BIGINT[]))", [ids], step=f"adopt {table} rows")
+                          "hive_partitioning = false) WHERE file_id IN (SELECT unnest(?::BIGINT[]))", [ids], step=f"adopt {table} rows")
             self.insert("files", files)
 
     def quarantine(self, stage: str, source_file: str, rejects: Iterable[Rejected], *, file_id: int | None = None) -> int:

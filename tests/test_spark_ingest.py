@@ -96,16 +96,29 @@ def test_spark_ingest_gives_the_single_machine_rows(spark, fleet, loaded):
                           _content(_read(store, table), table), table)
 
 
-def test_tables_are_plain_parquet_partitioned_by_file_and_day(loaded):
+def _ids_on_disk(store, table: str) -> list[int]:
+    """The file ids of every row in a table's Parquet files, committed or not (any reader)."""
     import duckdb
 
-    store, _ = loaded
+    folder = Path(store.table_path(table))
+    if not list(folder.glob("**/*.parquet")):
+        return []
+    return [i for (i,) in duckdb.sql(f"SELECT file_id FROM read_parquet('{folder}/**/*.parquet')").fetchall()]
+
+
+def test_tables_are_plain_parquet_partitioned_by_batch_and_day(loaded):
+    import duckdb
+
+    store, results = loaded
     folder = Path(store.table_path("xid_raw"))
-    days = sorted({p.name for p in folder.glob("file_id=*/day=*")})
+    # One batch per ingest, not a folder per input file: the files written follow the tasks and days.
+    batches = {p.name for p in folder.glob("batch=*")}
+    assert batches == {f"batch={min(results['xid'].committed)}"}
+    days = sorted({p.name for p in folder.glob("batch=*/day=*")})
     assert days and all(d.startswith("day=2025-03-") for d in days)
     # Any Parquet reader gets the rows (here DuckDB, with the partition columns from the paths).
     n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{folder}/**/*.parquet', hive_partitioning = true)").fetchall()[0][0]
-    assert n == _read(store, "xid_raw").height
+    assert n == _read(store, "xid_raw").height == len(_ids_on_disk(store, "xid_raw"))
 
 
 def test_a_rerun_adds_nothing(spark, fleet, loaded):
@@ -139,9 +152,10 @@ def test_a_changed_file_replaces_exactly_its_rows(spark, fleet, tmp_path):
     assert_same_table(before.filter(others), after.filter(others), "xid_raw (other files)")
     assert after.filter(~others).height == before.filter(~others).height - 1
     assert after.filter(~others)["file_id"].n_unique() == 1  # the new version only
-    # The old version's partitions are gone from disk, not just hidden.
+    # The old version's rows are gone from disk, not just hidden.
     old_id = before.filter(~others)["file_id"][0]
-    assert not list(Path(store.table_path("xid_raw")).glob(f"file_id={old_id}"))
+    on_disk = _ids_on_disk(store, "xid_raw")
+    assert old_id not in on_disk and len(on_disk) == after.height
 
 
 def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, fleet, loaded, tmp_path, monkeypatch):
@@ -157,8 +171,7 @@ def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, 
     with pytest.raises(KeyboardInterrupt):
         _ingest(spark, tmp_path / "tables", data, zones, stages=("xid",))
     store = ParquetTableStore(spark, str(tmp_path / "tables"))
-    written = list(Path(store.table_path("xid_raw")).glob("file_id=*"))
-    assert written, "the killed run wrote its data"
+    assert _ids_on_disk(store, "xid_raw"), "the killed run wrote its data"
     assert _read(store, "xid_raw").height == 0  # but no reader sees it
 
     monkeypatch.setattr(ParquetTableStore, "commit", real_commit)
@@ -168,5 +181,17 @@ def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, 
     for table in ("xid_raw", "gpu_map", "kernel_segments", "smi_hourly", "quarantine"):
         assert_same_table(_content(_read(uninterrupted, table), table), _content(_read(store, table), table), table)
     committed = set(store.registry().column("file_id").to_pylist())
-    on_disk = {int(p.name.split("=")[1]) for p in Path(store.table_path("xid_raw")).glob("file_id=*")}
-    assert on_disk <= committed
+    assert set(_ids_on_disk(store, "xid_raw")) <= committed  # the killed run's batch is gone
+
+
+def test_a_store_of_the_layout_before_batches_is_refused_in_one_line(tmp_path):
+    import pyarrow.parquet as pq
+
+    from pipeline.engine.parquet_tables import ParquetTableStore
+    from pipeline.engine.tables import arrow_schema
+
+    store = ParquetTableStore(None, str(tmp_path / "tables"))  # (no Spark: the registry is pyarrow's)
+    assert store.registry().num_rows == 0
+    pq.write_table(arrow_schema("files").empty_table(), tmp_path / "tables" / "_registry" / "v00000001.parquet")
+    with pytest.raises(RuntimeError, match="layout before batches.*move it away"):
+        store.registry()

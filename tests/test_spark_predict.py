@@ -22,6 +22,7 @@ import pytest
 
 from pipeline.config import load_config, with_engine
 from tests.conftest import ROOT
+from tests.spark_nights import sample_night
 from tests.test_spark import assert_same_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -37,14 +38,18 @@ def _config():
     return dataclasses.replace(cfg, predict=dataclasses.replace(cfg.predict, retrain=False))
 
 
-def _night_on_both(spark, data: Path, tmp: Path) -> dict[str, Path]:
-    """The stages up to stats once on DuckDB, then predict and report on each engine; returns
-    engine -> its folder (``wh.duckdb``, ``out/``)."""
+def _night_on_both(spark, data: Path, tmp: Path, up_to_link: Path | None = None) -> dict[str, Path]:
+    """The stages up to stats once on DuckDB (from a copy of ``up_to_link``'s warehouse, when
+    given, on: the stats stage only), then predict and report on each engine; returns engine
+    -> its folder (``wh.duckdb``, ``out/``)."""
     from pipeline.run import run_pipeline
 
     cfg = _config()
     base = tmp / "base.duckdb"
-    _, code = run_pipeline(cfg, data, base, tmp / "base_out", stages=UP_TO_STATS)
+    if up_to_link is not None:
+        shutil.copy(up_to_link, base)
+    stages = UP_TO_STATS if up_to_link is None else UP_TO_STATS[UP_TO_STATS.index("stats"):]
+    _, code = run_pipeline(cfg, data, base, tmp / "base_out", stages=stages)
     assert code in (0, 1)
     folders = {}
     for engine in ("duckdb", "spark"):
@@ -117,8 +122,10 @@ def assert_same_outputs(folders: dict[str, Path]) -> None:
 
 
 @pytest.mark.slow
-def test_the_sample_gives_the_same_features_list_and_report_on_spark(spark, tmp_path):
-    assert_same_outputs(_night_on_both(spark, SAMPLE, tmp_path))
+def test_the_sample_gives_the_same_features_list_and_report_on_spark(spark, tmp_path, tmp_path_factory):
+    # (the sample's stages up to link on DuckDB: the night tests/spark_nights.py shares)
+    up_to_link = sample_night("duckdb", tmp_path_factory).wh
+    assert_same_outputs(_night_on_both(spark, SAMPLE, tmp_path, up_to_link))
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """``fleetfault run --engine spark`` ingests telemetry and kernel logs with the Spark ingest:
 the warehouse gets the same rows as from the DuckDB stages, through one file registry.
 
-- the bundled sample's ingest on Spark gives DuckDB's tables (and the derived ``gpu_days``,
-  ``xid_events``), the same stage counts and exit code; a second night on Spark adds
-  nothing, and a DuckDB night after it on the same warehouse loads nothing twice;
+- the bundled sample's night (up to ``link``) on Spark gives DuckDB's ingested tables (and
+  the derived ``gpu_days``, ``xid_events``), the same stage counts and exit code; a second
+  night on Spark adds nothing (tickets included), and a DuckDB night after it on the same
+  warehouse loads nothing twice;
 - a changed file replaces exactly its rows; a run killed mid-ingest (after some of the
   store's tables were written, or after the store's commit and before the warehouse took
   the rows) then rerun gives the uninterrupted run's tables;
@@ -25,6 +26,7 @@ import pytest
 
 from pipeline.config import load_config, with_engine
 from tests.conftest import ROOT
+from tests.spark_nights import sample_night
 from tests.test_spark import assert_same_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -33,8 +35,12 @@ SAMPLE = ROOT / "data" / "sample"
 CFG = load_config(ROOT / "fleetfault.toml")
 SPARK = with_engine(CFG, "spark")
 INGEST = ["inventory", "smi", "xid"]
+#: The nights run again on the sample (the ticket stage's rerun too).
+AGAIN = [*INGEST, "tickets"]
 #: The ingested tables, and the registry.
 TABLES = ("xid_raw", "gpu_map", "kernel_segments", "smi_hourly", "smi_headers", "quarantine", "files")
+#: What the nights run again must leave as it is.
+LOADED = (*TABLES, "tickets_raw")
 #: Columns that name a load (ids, times), not what was read.
 LOAD_COLUMNS = {"file_id", "run_id", "quarantined_at", "loaded_at"}
 COUNTS = ("stage", "files", "unchanged", "rows_read", "rows_loaded", "rows_quarantined", "rows_out")
@@ -59,6 +65,14 @@ def _assert_same(a: dict, b: dict, label: str) -> None:
         assert_same_table(a[name], b[name], f"{label}: {name}")
 
 
+def _ids_on_disk(store: Path, table: str) -> list[int]:
+    """The file id of every row in the store's Parquet files of a table, committed or not."""
+    import duckdb
+
+    files = list((store / "tables" / table).glob("**/*.parquet"))
+    return [i for (i,) in duckdb.sql(f"SELECT file_id FROM read_parquet({[str(f) for f in files]})").fetchall()]
+
+
 def _counts(reports) -> list[tuple]:
     return [tuple(getattr(r, c) for c in COUNTS) for r in reports]
 
@@ -71,25 +85,25 @@ def _night(cfg, data: Path, wh: Path, stages=INGEST):
 
 @pytest.fixture(scope="module")
 def sample_nights(spark, tmp_path_factory):
-    """The sample's ingest stages (and the steps derived after them) on DuckDB and on Spark;
-    then on the Spark warehouse a second night on Spark (its derived steps skipped: they
-    are rebuilt, not loaded) and a night on DuckDB."""
+    """The sample's night up to ``link`` on DuckDB and on Spark (shared with the other parity
+    tests: tests/spark_nights.py); then, on a copy of the Spark warehouse and its store, a
+    second night on Spark (tickets included; derived steps skipped: they are rebuilt, not
+    loaded) and a night on DuckDB."""
     from pipeline import run
 
-    tmp = tmp_path_factory.mktemp("spark_run")
     derived = ("gpu_days", "xid_events")
-    duck_reports, duck_code = _night(CFG, SAMPLE, tmp / "duck" / "wh.duckdb")
-    spark_reports, spark_code = _night(SPARK, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights = {"duck": (duck_reports, duck_code, _read(tmp / "duck" / "wh.duckdb", TABLES + derived)),
-              "spark": (spark_reports, spark_code, _read(tmp / "spark" / "wh.duckdb", TABLES + derived)),
-              "spark ids": _read(tmp / "spark" / "wh.duckdb", ids=True)}
+    duck, ours = sample_night("duckdb", tmp_path_factory), sample_night("spark", tmp_path_factory)
+    wh = ours.copy_to(tmp_path_factory.mktemp("spark_run") / "spark")
+    nights = {"duck": (duck.reports, duck.code, _read(duck.wh, TABLES + derived)),
+              "spark": (ours.reports, ours.code, _read(ours.wh, TABLES + derived)),
+              "spark ids": _read(wh, LOADED, ids=True)}
     with pytest.MonkeyPatch.context() as m:
         m.setattr(run, "DERIVE_AFTER", {})
-        again = _night(SPARK, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights["spark again"] = (*again, _read(tmp / "spark" / "wh.duckdb", ids=True))
-    then = _night(CFG, SAMPLE, tmp / "spark" / "wh.duckdb")
-    nights["duck after"] = (*then, _read(tmp / "spark" / "wh.duckdb", ids=True))
-    nights["store"] = tmp / "spark" / "wh.tables"
+        again = _night(SPARK, SAMPLE, wh, stages=AGAIN)
+    nights["spark again"] = (*again, _read(wh, LOADED, ids=True))
+    then = _night(CFG, SAMPLE, wh, stages=AGAIN)
+    nights["duck after"] = (*then, _read(wh, LOADED, ids=True))
+    nights["store"] = wh.parent / "wh.tables"
     return nights
 
 
@@ -193,8 +207,9 @@ def test_a_changed_file_replaces_exactly_its_rows(small, no_derive, tmp_path):
     assert after["xid_raw"].filter(~others)["file_id"].n_unique() == 1
     # The store holds the new version only, under the warehouse's file id.
     new_id = after["files"].filter(pl.col("path") == key)["file_id"][0]
-    folders = {p.name for p in (wh.parent / "wh.tables" / "tables" / "xid_raw").glob("file_id=*")}
-    assert f"file_id={new_id}" in folders and len(folders) == after["files"].filter(pl.col("stage") == "xid").height
+    on_disk = _ids_on_disk(wh.parent / "wh.tables", "xid_raw")
+    assert new_id in on_disk and set(on_disk) == set(after["xid_raw"]["file_id"])
+    assert len(on_disk) == after["xid_raw"].height
 
 
 @pytest.mark.parametrize("where", ["after a table was written", "after the store's commit"])
@@ -229,10 +244,11 @@ def test_a_run_killed_mid_ingest_then_rerun_gives_the_same_tables(small, no_deri
     monkeypatch.setattr(run, "DERIVE_AFTER", {})
     _night(SPARK, data, wh)
     _assert_same(uninterrupted, _read(wh), f"killed {where}, then rerun")
-    # The store keeps only committed partitions, each file once.
-    committed = _read(wh, ids=True)["files"]
-    on_disk = {p.name for p in (wh.parent / "wh.tables" / "tables" / "smi_hourly").glob("file_id=*")}
-    assert on_disk == {f"file_id={i}" for i in committed.filter(pl.col("stage") == "smi")["file_id"]}
+    # The store keeps only committed rows, each file's once.
+    after = _read(wh, ids=True)
+    on_disk = _ids_on_disk(wh.parent / "wh.tables", "smi_hourly")
+    assert set(on_disk) == set(after["files"].filter(pl.col("stage") == "smi")["file_id"])
+    assert len(on_disk) == after["smi_hourly"].height
 
 
 def test_headers_arriving_in_later_nights_settle_as_on_duckdb_whichever_engine_runs(spark, no_derive, tmp_path):
@@ -266,8 +282,8 @@ def test_headers_arriving_in_later_nights_settle_as_on_duckdb_whichever_engine_r
     ids = duckdb.sql(f"SELECT file_id FROM '{sorted((store / '_registry').glob('v*.parquet'))[-1]}'").fetchall()
     assert ids
     in_store = pl.from_arrow(duckdb.sql(
-        f"SELECT * EXCLUDE (day) FROM read_parquet('{store}/tables/smi_headers/**/*.parquet', hive_partitioning = true, "
-        f"hive_types = {{'file_id': BIGINT}}, hive_types_autocast = false) WHERE file_id IN (SELECT unnest({[i for (i,) in ids]}))").arrow())
+        f"SELECT * FROM read_parquet('{store}/tables/smi_headers/**/*.parquet') "
+        f"WHERE file_id IN (SELECT unnest({[i for (i,) in ids]}))").arrow())
     in_wh = _read(tmp_path / "mixed" / "wh.duckdb", ("smi_headers",), ids=True)["smi_headers"]
     in_wh = in_wh.filter(pl.col("file_id").is_in([i for (i,) in ids]))
     assert_same_table(in_wh.sort("file_id"), in_store.select(in_wh.columns).sort("file_id"), "store's smi_headers")
@@ -286,5 +302,5 @@ def test_the_command_line_prints_the_same_summary_and_exit_code(small, no_derive
                                if line.startswith(("Loaded", "No new rows"))])
     assert said["spark"] == said["duckdb"] and said["duckdb"][1], said
     folder = tmp_path / "spark" / "wh"
-    assert (folder / "catalog.duckdb").is_file() and any((folder / "tables" / "xid_raw").glob("file_id=*"))
+    assert (folder / "catalog.duckdb").is_file() and _ids_on_disk(folder, "xid_raw")
     _assert_same(_read(tmp_path / "duckdb" / "wh.duckdb"), _read(folder / "catalog.duckdb"), "folder warehouse")

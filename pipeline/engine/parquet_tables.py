@@ -2,16 +2,21 @@
 
 Layout (``ROOT`` is ``--warehouse``: a local folder or a URL Spark and pyarrow both read)::
 
-    ROOT/tables/<table>/file_id=<n>/day=<yyyy-mm-dd>/part-*.parquet   rows of one file and UTC day
-    ROOT/_registry/v<00000001>.parquet                                 the file registry, one
-                                                                       immutable version per commit
-    ROOT/_txn/<stage>.json                                             file ids an open ingest writes
+    ROOT/tables/<table>/batch=<n>/day=<yyyy-mm-dd>/part-*.parquet   rows of one ingest, by UTC day
+    ROOT/_registry/v<00000001>.parquet                               the file registry, one
+                                                                     immutable version per commit
+    ROOT/_txn/<stage>.json                                           what an open ingest writes
 
-A file's rows are one partition (split by day), written with dynamic partition overwrite,
-so writing a file again replaces exactly its rows. The registry version is written after
-the data, in one file (a rename on a local or HDFS folder; an object store shows an object
-whole or not at all), and readers keep only the rows of file ids it lists: a run killed
-before that commit leaves its rows unseen, and the next ingest's :meth:`begin` deletes them.
+An ingest's rows are one batch folder per table (``n``: the smallest file id it loads), split
+by UTC day: the number of Parquet files grows with the tasks and days of a night, not with
+its input files (a partition per input file made every write, listing and read pay per file).
+Every row keeps its ``file_id``. The registry version, which names each file's batch, is
+written after the data, in one file (a rename on a local or HDFS folder; an object store
+shows an object whole or not at all), and readers read only the batches it names and keep
+only the rows of file ids it lists: a run killed before that commit leaves its rows unseen,
+and the next ingest's :meth:`begin` deletes its batch. A changed file's old rows are hidden
+by that same commit (its old file id leaves the registry) and then deleted from their batch's
+Parquet files, each rewritten beside and renamed over (:meth:`_rewrite`).
 One writer at a time, as with the DuckDB warehouse file.
 Every table is plain Parquet: DuckDB, polars, pandas and any Spark read it (filter
 ``file_id`` by the latest registry version for the committed rows; after a clean commit
@@ -37,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: Registry versions kept besides the latest (older ones are deleted at commit).
 KEEP_VERSIONS = 3
+#: The store's registry: the ``files`` columns and the batch each file's rows are in.
+BATCH = pa.field("batch", pa.int64())
 
 
 class ParquetTableStore(TableStore):
@@ -51,6 +58,7 @@ class ParquetTableStore(TableStore):
             self.fs = pafs.LocalFileSystem()
             self._base = self.root = posixpath.abspath(str(root))
         self.fs.create_dir(self._fs_path("_registry"), recursive=True)
+        self._batch: int | None = None  # the open ingest's batch (begin .. commit)
 
     # -- paths ---------------------------------------------------------------------------
     def _fs_path(self, *parts: str) -> str:
@@ -64,73 +72,124 @@ class ParquetTableStore(TableStore):
     def _exists(self, *parts: str) -> bool:
         return self.fs.get_file_info(self._fs_path(*parts)).type != pafs.FileType.NotFound
 
+    def _url(self, fs_path: str) -> str:
+        """A pyarrow filesystem path as Spark and DuckDB address it (a URL under a URL root)."""
+        return self.root + fs_path[len(self._base):] if "://" in self.root else fs_path
+
+    def _parts(self, name: str, batch: int) -> list[str]:
+        """The Parquet files of a table's batch (pyarrow paths)."""
+        folder = self._fs_path("tables", name, f"batch={int(batch)}")
+        if self.fs.get_file_info(folder).type != pafs.FileType.Directory:
+            return []
+        return sorted(i.path for i in self.fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+                      if i.type == pafs.FileType.File and i.path.endswith(".parquet")
+                      and not posixpath.basename(i.path).startswith((".", "_")))
+
     # -- rows ----------------------------------------------------------------------------
     def read(self, name: str):
         from pyspark.sql import functions as F
 
         ddl = spark_ddl(name)
         columns = [f.name for f in arrow_schema(name)]
-        if not self._exists("tables", name):
+        registry = self._registry()
+        batches = sorted(set(registry.column("batch").to_pylist()))
+        paths = [f"{self.table_path(name)}/batch={b}" for b in batches if self._exists("tables", name, f"batch={b}")]
+        if not paths:
             frame = self.spark.createDataFrame([], ddl)
         else:
-            stored = ddl if "file_id" in columns else f"{ddl}, `file_id` BIGINT"
-            frame = self.spark.read.schema(f"{stored}, `day` DATE").parquet(self.table_path(name))
-            ids = self.spark.createDataFrame(self.registry().select(["file_id"]))
+            # Only the committed batches are listed: a killed run's batch is never opened.
+            frame = (self.spark.read.schema(f"{ddl}, `batch` BIGINT, `day` DATE")
+                     .option("basePath", self.table_path(name)).parquet(*paths))
+            ids = self.spark.createDataFrame(registry.select(["file_id"]))
             frame = frame.join(F.broadcast(ids), "file_id", "left_semi")
         # Steps compare timestamps as the session's (UTC) TIMESTAMP, as on DuckDB.
         return frame.select([F.col(c).cast("timestamp").alias(c) if t == pa.timestamp("us") else F.col(c)
                              for c, t in zip(columns, arrow_schema(name).types)])
 
-    def _with_day(self, name: str, frame):
+    def _with_keys(self, name: str, frame):
         from pyspark.sql import functions as F
 
+        if self._batch is None:
+            raise RuntimeError(f"{name}: rows written outside an ingest (call begin() first)")
         day = DAY_COLUMN.get(name)
-        return frame.withColumn("day", F.to_date(F.col(day)) if day else F.lit(None).cast("date"))
+        frame = frame.withColumn("batch", F.lit(self._batch).cast("bigint"))
+        frame = frame.withColumn("day", F.to_date(F.col(day)) if day else F.lit(None).cast("date"))
+        # A table without days (smi_headers, a row per file) is one Parquet file per batch, so
+        # that rewriting rows of it (rewrite_files) is one rename.
+        return frame if day else frame.coalesce(1)
 
     def append(self, name: str, frame) -> None:
-        (self._with_day(name, frame).write.mode("append").partitionBy(*self.PARTITION)
+        (self._with_keys(name, frame).write.mode("append").partitionBy(*self.PARTITION)
          .parquet(self.table_path(name)))
 
     def replace_partitions(self, name: str, frame, keys: Sequence[str] = TableStore.PARTITION) -> None:
-        (self._with_day(name, frame).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+        (self._with_keys(name, frame).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
          .partitionBy(*keys).parquet(self.table_path(name)))
 
     def parquet_files(self, name: str, file_ids: Sequence[int]) -> list[str]:
-        """The Parquet files holding these file ids' rows of a table (hive-partitioned paths
-        that DuckDB's ``read_parquet(..., hive_partitioning = true)`` reads), as URLs under a
-        URL root."""
-        if not file_ids or not self._exists("tables", name):
-            return []
-        wanted = {f"file_id={int(i)}" for i in file_ids}
-        base = self._fs_path("tables", name)
-        present = [i.path for i in self.fs.get_file_info(pafs.FileSelector(base))
-                   if posixpath.basename(i.path) in wanted]
-        out = []
-        for folder in present:
-            for info in self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
-                if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
-                    out.append(self.root + info.path[len(self._base):] if "://" in self.root else info.path)
-        return sorted(out)
+        """The Parquet files holding these (committed) file ids' rows of a table, among
+        other files' rows of their batches (hive-partitioned paths; select by ``file_id``),
+        as URLs under a URL root."""
+        wanted = {int(i) for i in file_ids}
+        reg = self._registry()
+        batches = {b for i, b in zip(reg.column("file_id").to_pylist(), reg.column("batch").to_pylist()) if i in wanted}
+        return sorted(self._url(p) for b in batches for p in self._parts(name, b))
 
-    def rewrite_files(self, name: str, frame, file_ids: Sequence[int]) -> None:
-        """Replace a table's rows of these (committed) file ids with ``frame``'s: their folders
-        deleted, then the rows appended. Not atomic: for rows derived again from files already
-        committed (the header plan's ``smi_headers`` columns), whose partitions are known by
-        file id whatever their days."""
-        self._drop_files(file_ids, tables=[name])
-        self.append(name, frame)
+    def rewrite_files(self, name: str, rows: pa.Table, file_ids: Sequence[int]) -> None:
+        """Replace a table's rows of these committed file ids with ``rows`` (Arrow, the
+        table's columns): rows derived again from files already committed (the header plan's
+        ``smi_headers`` columns). The Parquet file holding them is written beside and renamed
+        over, so a reader sees a file's old rows or its new ones, never neither."""
+        reg = self._registry()
+        batch_of = dict(zip(reg.column("file_id").to_pylist(), reg.column("batch").to_pylist()))
+        by_batch: dict[int, list[int]] = {}
+        for i in file_ids:
+            if int(i) in batch_of:
+                by_batch.setdefault(batch_of[int(i)], []).append(int(i))
+        for batch, mine in by_batch.items():
+            self._rewrite(name, batch, mine, rows.filter(pc.is_in(rows.column("file_id"), pa.array(mine, pa.int64()))))
 
-    def _drop_files(self, file_ids: Sequence[int], tables: Sequence[str] | None = None) -> None:
-        """Delete every table's (or ``tables``') partitions of these file ids."""
-        if not file_ids or not self._exists("tables"):
+    def _drop_files(self, by_batch: dict[int, list[int]], tables: Sequence[str] | None = None) -> None:
+        """Delete these file ids' rows (batch -> file ids) from every table (or ``tables``)."""
+        if not by_batch or not self._exists("tables"):
             return
         for info in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables"))):
-            if tables is not None and posixpath.basename(info.path) not in tables:
+            if tables is None or posixpath.basename(info.path) in tables:
+                for batch, ids in by_batch.items():
+                    self._rewrite(posixpath.basename(info.path), batch, ids)
+
+    def _rewrite(self, name: str, batch: int, ids: Sequence[int], rows: pa.Table | None = None) -> None:
+        """Each Parquet file of a table's batch that holds rows of ``ids``: those rows removed
+        (and ``rows`` added to the first such file), written beside under a name readers
+        skip and renamed over; a file left empty is deleted."""
+        wanted = pa.array(sorted({int(i) for i in ids}), pa.int64())
+        for path in self._parts(name, batch):
+            if not pc.any(pc.is_in(pq.read_table(path, columns=["file_id"], filesystem=self.fs).column("file_id"),
+                                   wanted)).as_py():
                 continue
-            for fid in file_ids:
-                folder = posixpath.join(info.path, f"file_id={int(fid)}")
-                if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
-                    self.fs.delete_dir(folder)
+            old = pq.read_table(path, filesystem=self.fs)
+            new = old.filter(pc.invert(pc.is_in(old.column("file_id"), wanted)))
+            if rows is not None:
+                new, rows = pa.concat_tables([new, rows.select(new.column_names).cast(new.schema)]), None
+            folder, base = posixpath.split(path)
+            crc = posixpath.join(folder, f".{base}.crc")  # Hadoop's checksum of the old bytes
+            if self.fs.get_file_info(crc).type == pafs.FileType.File:
+                self.fs.delete_file(crc)
+            if new.num_rows == 0:
+                self.fs.delete_file(path)
+                continue
+            tmp = posixpath.join(folder, f".{uuid.uuid4().hex}.tmp")
+            pq.write_table(new, tmp, filesystem=self.fs)
+            self.fs.move(tmp, path)  # (a rename: the old bytes or the new, whole)
+
+    def _drop_batch(self, batch: int) -> None:
+        """Delete a batch no committed registry names (a killed ingest's), from every table."""
+        if not self._exists("tables"):
+            return
+        for info in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables"))):
+            folder = posixpath.join(info.path, f"batch={int(batch)}")
+            if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
+                self.fs.delete_dir(folder)
 
     # -- the registry: the commit ----------------------------------------------------------
     def _versions(self) -> list[str]:
@@ -138,52 +197,78 @@ class ParquetTableStore(TableStore):
         return sorted(i.path for i in infos if posixpath.basename(i.path).startswith("v")
                       and i.path.endswith(".parquet"))
 
-    def registry(self) -> pa.Table:
+    def _registry(self) -> pa.Table:
+        """The latest registry version: the ``files`` columns and ``batch``."""
         versions = self._versions()
+        schema = arrow_schema("files").append(BATCH)
         if not versions:
-            return arrow_schema("files").empty_table()
-        return pq.read_table(versions[-1], filesystem=self.fs).cast(arrow_schema("files"))
+            return schema.empty_table()
+        table = pq.read_table(versions[-1], filesystem=self.fs)
+        if "batch" not in table.column_names:
+            raise RuntimeError(f"{self.root}: a table store of the layout before batches (a folder per input "
+                               "file); move it away: the warehouse keeps every row, the next Spark night starts "
+                               "a new store")
+        return table.select(schema.names).cast(schema)
+
+    def registry(self) -> pa.Table:
+        return self._registry().drop_columns(["batch"])
 
     def _txn_path(self, stage: str) -> str:
         return self._fs_path("_txn", f"{stage}.json")
 
-    def _write_txn(self, stage: str, file_ids: Sequence[int]) -> None:
+    def _write_txn(self, stage: str, txn: dict) -> None:
         self.fs.create_dir(self._fs_path("_txn"), recursive=True)
         with self.fs.open_output_stream(self._txn_path(stage)) as f:
-            f.write(json.dumps({"file_ids": sorted(int(i) for i in file_ids)}).encode())
+            f.write(json.dumps(txn).encode())
 
     def begin(self, stage: str, file_ids: Sequence[int]) -> None:
         path = self._txn_path(stage)
         if self.fs.get_file_info(path).type == pafs.FileType.File:  # an ingest killed before it finished
             with self.fs.open_input_stream(path) as f:
-                left = json.loads(f.read())["file_ids"]
-            committed = set(self.registry().column("file_id").to_pylist())
-            orphans = [i for i in left if i not in committed]
-            log.info("%s: deleting the rows of %d file(s) an interrupted ingest left", stage, len(orphans))
-            self._drop_files(orphans)
-        self._write_txn(stage, file_ids)
+                left = json.loads(f.read())
+            committed = set(self._registry().column("file_id").to_pylist())
+            if left.get("batch") is not None and not committed & set(left["file_ids"]):
+                log.info("%s: deleting batch %d, which an interrupted ingest left", stage, left["batch"])
+                self._drop_batch(left["batch"])
+            # Files it retired after its commit (their ids no longer committed) whose rows may remain.
+            drop = {int(b): [i for i in ids if i not in committed] for b, ids in left.get("drop", {}).items()}
+            self._drop_files({b: ids for b, ids in drop.items() if ids})
+        self._batch = min(int(i) for i in file_ids) if file_ids else None
+        if self._batch is not None and self._batch not in set(self._registry().column("batch").to_pylist()):
+            self._drop_batch(self._batch)  # (new ids: a folder of that name can only be a leftover)
+        self._write_txn(stage, {"batch": self._batch, "file_ids": sorted(int(i) for i in file_ids)})
 
     def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
-        current = self.registry()
+        current = self._registry()
         # A path committed here but never seen by the registry the ingest decided with (the
         # warehouse's, when a run died between this commit and the warehouse's copy) is
         # retired too: a path is one file id.
         mine = set(zip(files.column("stage").to_pylist(), files.column("path").to_pylist()))
         same_path = [r["file_id"] for r in current.select(["file_id", "stage", "path"]).to_pylist()
                      if (r["stage"], r["path"]) in mine]
-        gone = sorted(set(int(i) for i in [*forget, *same_path]))
-        # The retired files join the open ingest's list first: should the run die between the
-        # commit and their deletion, the next begin() finds them unlisted and deletes them.
-        self._write_txn(stage, [*files.column("file_id").to_pylist(), *gone])
-        kept = current.filter(pc.invert(pc.is_in(current.column("file_id"), pa.array(gone, pa.int64()))))
-        new = pa.concat_tables([kept, files.select(kept.column_names).cast(kept.schema)])
+        gone = set(int(i) for i in [*forget, *same_path])
+        drop: dict[int, list[int]] = {}
+        for i, b in zip(current.column("file_id").to_pylist(), current.column("batch").to_pylist()):
+            if i in gone:
+                drop.setdefault(int(b), []).append(int(i))
+        if files.num_rows and self._batch is None:
+            raise RuntimeError(f"{stage}: commit of {files.num_rows} file(s) without begin()")
+        # The retired files join the open ingest's record first: should the run die between
+        # the commit and their deletion, the next begin() finds them unlisted and deletes them.
+        self._write_txn(stage, {"batch": self._batch, "file_ids": files.column("file_id").to_pylist(),
+                                "drop": {str(b): ids for b, ids in drop.items()}})
+        kept = current.filter(pc.invert(pc.is_in(current.column("file_id"), pa.array(sorted(gone), pa.int64()))))
+        added = files.select(arrow_schema("files").names).cast(arrow_schema("files"))
+        added = added.append_column(BATCH, pa.array([self._batch] * added.num_rows, pa.int64()))
+        new = pa.concat_tables([kept, added])
         versions = self._versions()
         number = int(posixpath.basename(versions[-1])[1:9]) + 1 if versions else 1
         final = self._fs_path("_registry", f"v{number:08d}.parquet")
         tmp = self._fs_path("_registry", f".tmp-{uuid.uuid4().hex}.parquet")
         pq.write_table(new, tmp, filesystem=self.fs)
         self.fs.move(tmp, final)  # the commit: from here on readers see the new files' rows
-        self._drop_files(gone)
+        self._drop_files(drop)
         self.fs.delete_file(self._txn_path(stage))
+        self._batch = None
         for old in versions[:-KEEP_VERSIONS]:
             self.fs.delete_file(old)

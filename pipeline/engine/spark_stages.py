@@ -98,8 +98,6 @@ def smi(ctx) -> None:
     if not root.is_dir():
         ctx.note(STAGE, f"no {root}: no telemetry")
         return
-    if ctx.cfg.telemetry.keep_samples:
-        ctx.note(STAGE, "telemetry.keep_samples: the Spark ingest keeps no clean samples (run with --engine duckdb)")
     plan: list[tuple[Path, str, Path | None]] = []  # (file, host, previous file of the host), as the stage's
     for host, paths in input_files(STAGE, ctx.data_dir).items():
         plan += [(path, host, paths[i - 1] if i else None) for i, path in enumerate(paths)]
@@ -133,11 +131,10 @@ def _store_settled_headers(ctx, before: pa.Table) -> None:
     changed = [r for r in after.to_pylist() if tuple(r.values()) not in old]
     if not changed:
         return
-    spark, store = ctx.spark_store()
+    _, store = ctx.spark_store()
     committed = set(store.registry().column("file_id").to_pylist())
     rows = pa.Table.from_pylist([r for r in changed if r["file_id"] in committed], schema=after.schema)
     if rows.num_rows:
         from pipeline.engine.tables import conform
 
-        store.rewrite_files("smi_headers", spark.createDataFrame(conform("smi_headers", rows)),
-                            rows.column("file_id").to_pylist())
+        store.rewrite_files("smi_headers", conform("smi_headers", rows), rows.column("file_id").to_pylist())

@@ -4,7 +4,8 @@ DuckDB keeps its tables in the warehouse file, whose transactions give the regis
 promises. A distributed engine writes files instead, and :class:`TableStore` is the
 contract that gives the same promises there:
 
-- rows arrive file by file: every ingested row carries the ``file_id`` of its source file;
+- every ingested row carries the ``file_id`` of its source file, and an ingest's rows are
+  written together (a batch), so the files written grow with a night's tasks, not its inputs;
 - :meth:`TableStore.begin` opens an ingest for some new file ids, :meth:`append` and
   :meth:`replace_partitions` write their rows, and only :meth:`commit` (the file registry's
   new version, written after the data) makes them visible, while retiring the rows of the
@@ -69,8 +70,9 @@ def conform(table: str, data: pa.Table) -> pa.Table:
 class TableStore(ABC):
     """Tables written file by file, visible once the file registry that lists them commits."""
 
-    #: The columns every ingested table is partitioned by: a file's rows, split by UTC day.
-    PARTITION = ("file_id", "day")
+    #: The columns every ingested table is partitioned by: the ingest that wrote the rows (one
+    #: batch per commit, named by its smallest file id), split by UTC day. Rows keep ``file_id``.
+    PARTITION = ("batch", "day")
 
     @abstractmethod
     def read(self, name: str) -> Any:
@@ -83,6 +85,10 @@ class TableStore(ABC):
     @abstractmethod
     def replace_partitions(self, name: str, frame: Any, keys: Sequence[str] = PARTITION) -> None:
         """Write rows, replacing exactly the partitions (``keys`` values) they fall in."""
+
+    @abstractmethod
+    def rewrite_files(self, name: str, rows: pa.Table, file_ids: Sequence[int]) -> None:
+        """Replace the rows of these committed file ids with ``rows``, each file's at once."""
 
     @abstractmethod
     def registry(self) -> pa.Table:
