@@ -7,7 +7,9 @@ accounts for is the stage's Python: probing files, the header plan, per-file res
 ``--profile`` adds a cProfile of that Python (CPU-time clock; it slows Python ~2x).
 Usage::
 
-    nice python bench/smi_parts.py DATA [--config DATA/truth/fleetfault.toml] [--profile]
+    nice python bench/smi_parts.py DATA [--config DATA/truth/fleetfault.toml] [--profile] [--keep W.duckdb]
+
+``--keep`` copies the warehouse out, to time ``gpu_days`` alone on it again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import collections
 import cProfile
 import pstats
 import resource
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -49,6 +52,8 @@ def main() -> None:
     ap.add_argument("data", type=Path)
     ap.add_argument("--config", type=Path, default=None, help="default: DATA/truth/fleetfault.toml when present")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--sort", default="cumulative", help="the profile's order (pstats: cumulative, tottime, ...)")
+    ap.add_argument("--keep", type=Path, default=None, help="copy the warehouse here at the end")
     args = ap.parse_args()
     truth = args.data / "truth" / "fleetfault.toml"
     cfg = load_config(args.config or (truth if truth.exists() else None))
@@ -70,6 +75,8 @@ def main() -> None:
         con = duckdb.connect(str(wh), read_only=True)
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
         con.close()
+        if args.keep:
+            shutil.copyfile(wh, args.keep)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"smi stage + gpu_days: {cpu:.1f} s CPU, {wall:.1f} s wall, peak RSS {rss:.0f} MiB; {counts}")
     stmts = 0.0
@@ -79,7 +86,7 @@ def main() -> None:
             print(f"{n:6d} statements  {c:8.2f} s CPU  {w:8.2f} s wall  {step}")
     print(f"{'':6s} rest (Python)  {cpu - stmts:8.2f} s CPU")
     if prof:
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof).sort_stats(args.sort).print_stats(40)
 
 
 if __name__ == "__main__":

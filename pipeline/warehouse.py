@@ -438,7 +438,7 @@ class Warehouse:
 
         Returns one :class:`FileResult` per path, in order.
         """
-        paths = [Path(p) for p in paths]
+        paths = [p if isinstance(p, Path) else Path(p) for p in paths]  # (Path(p) of a Path costs as much as a new one)
         keys = list(keys) if keys is not None else [str(p) for p in paths]
         prev = self._registered_many(stage, keys)
         reload = set(reload)

@@ -127,7 +127,7 @@ def read_judged(path: Path, *, utf16: bool = False, legacy: bool = False,
     them, from one read: a reader that loads whole files reads each once, not its head
     first and then all of it again. ``(b"", unreadable_file)`` when it cannot be read."""
     try:
-        raw = Path(path).read_bytes()
+        raw = (path if isinstance(path, Path) else Path(path)).read_bytes()
     except OSError as exc:
         return b"", _unreadable(exc)
     return raw, problem_of(raw, utf16=utf16, legacy=legacy, gzip=gzip)

@@ -53,7 +53,7 @@ _DAY_ONLY = re.compile(r"(?<!\d)(20\d\d)-?(0[1-9]|1[0-2])-?([0-3]\d)(?![-_T]?[0-
 
 
 def _named_day(path: Path) -> datetime | None:
-    m = _DAY_ONLY.search(Path(path).name)
+    m = _DAY_ONLY.search(path.name if isinstance(path, Path) else Path(path).name)
     if not m:
         return None
     try:

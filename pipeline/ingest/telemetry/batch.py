@@ -85,28 +85,66 @@ class Layout:
         return (self.fields, self.skip, self.delim, self.newline, self.gzip)
 
 
-def probe(path: Path, current: list[Field] | None) -> tuple[Layout | None, list[Field] | None]:
-    """The file's layout under the field list in force (None: it needs the exact path), and
-    its header's fields (None when headerless)."""
+@dataclass(frozen=True)
+class Peek:
+    """What :func:`probe` reads of a file, whatever the field list in force: its first line
+    (byte-order mark stripped), that line's end, whether it is gzip."""
+
+    line: str
+    newline: str
+    gzip: bool
+
+
+def peek(path: Path) -> Peek | None:
+    """The file's :class:`Peek`, or None when it needs the exact path (broken, unreadable).
+    It depends on the file alone, so the stage reads the next batch's ahead, in a thread,
+    while DuckDB reads this one (:func:`peek_many`)."""
     try:
         head, text, gz_error = sniff.head(path)
         if sniff.judge(head, text, gz_error) is not None:
-            return None, None  # a broken file is loaded alone, to be quarantined whole
+            return None  # a broken file is loaded alone, to be quarantined whole
         whole = max(len(head), len(text)) < sniff.HEAD_BYTES  # the head is the whole file
         line = first_line(path) if line_end(text) is None and not whole else split_lines(text)[0]
         newline = line_end(text) or "\n"
     except (OSError, EOFError):
+        return None
+    return Peek(line.lstrip("\ufeff"), newline, head[:2] == sniff.GZIP_MAGIC)
+
+
+def peek_many(paths: list[Path]) -> dict[Path, Peek | None]:
+    """:func:`peek` of each file (what a batch's :func:`load_runs` is handed as ``peeks``)."""
+    return {p: peek(p) for p in paths}
+
+
+_UNSEEN = object()
+
+
+def probe(path: Path, current: list[Field] | None, seen=_UNSEEN) -> tuple[Layout | None, list[Field] | None]:
+    """The file's layout under the field list in force (None: it needs the exact path), and
+    its header's fields (None when headerless). ``seen``: its :func:`peek`, read before."""
+    pk = peek(path) if seen is _UNSEEN else seen
+    if pk is None:
         return None, None
-    gz = head[:2] == sniff.GZIP_MAGIC
-    line = line.lstrip("\ufeff")
+    line = pk.line
     hf = _header_fields(line)
     fields = hf or current
     if not fields or "timestamp" not in [f.name for f in fields] or facts.needs_round_index(fields):
         return None, hf  # GPUs numbered by line order (no index field): read line by line
+    if hf:
+        flds, delim, header = _spelled(line)
+    else:
+        flds, delim = tuple(fields), ", " if ", " in line else ","
+        header = tuple(spellings(f) for f in fields)
+    return Layout(flds, 1 if hf else 0, delim, pk.newline, pk.gzip, header), hf
+
+
+@functools.lru_cache(maxsize=1024)
+def _spelled(line: str) -> tuple[tuple[Field, ...], str, tuple[tuple[str, ...], ...]]:
+    """A header line's fields, delimiter and per cell its spellings (a host's files mostly
+    share their header: worked out once)."""
     delim = ", " if ", " in line else ","
-    spelled = line.split(delim) if hf else [None] * len(fields)
-    header = tuple(spellings(f, raw) for f, raw in zip(fields, spelled))
-    return Layout(tuple(fields), 1 if hf else 0, delim, newline, gz, header), hf
+    fields = _header_tuple(line)
+    return fields, delim, tuple(spellings(f, raw) for f, raw in zip(fields, line.split(delim)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -444,7 +482,7 @@ def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: lis
 
 
 def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = None,
-              firsts: dict[Path, list[Field] | None] | None = None,
+              firsts: dict[Path, list[Field] | None] | None = None, peeks: dict[Path, Peek | None] | None = None,
               ) -> list[list[tuple[Loaded, list[Field] | None]]]:
     """Hourly facts of many hosts' files, batched by layout across hosts.
 
@@ -454,14 +492,16 @@ def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = 
     plan, :mod:`pipeline.ingest.telemetry.header_plan`, may name another).
     ``firsts``, when given, gets the header of the first line (None: it starts with data)
     of each file whose layout was read here, so that the header plan need not open it again.
+    ``peeks``: files' :func:`peek`, read ahead (a file not in it is peeked here).
     Returns, per run and file, its :class:`Loaded` and the field list in force after it.
     """
     start_of = start_of or (lambda _path, flds: flds)
     with scratch() as con:
-        return _load_runs(con, runs, single=single, start_of=start_of, firsts={} if firsts is None else firsts)
+        return _load_runs(con, runs, single=single, start_of=start_of, firsts={} if firsts is None else firsts,
+                          peeks=peeks or {})
 
 
-def _load_runs(con, runs: list[Run], *, single, start_of, firsts):
+def _load_runs(con, runs: list[Run], *, single, start_of, firsts, peeks):
     # 1. Each file's layout, its predecessor assumed read fast (a fast file ends with its
     #    layout's fields); a file the fast path cannot take is read line by line now.
     picks: list[list[_Pick]] = []
@@ -470,7 +510,7 @@ def _load_runs(con, runs: list[Run], *, single, start_of, firsts):
         current, mine = run.fields, []
         for k, (path, fid) in enumerate(run.items):
             current = start_of(path, current)
-            lay, hf = probe(path, current)
+            lay, hf = probe(path, current, peeks.get(path, _UNSEEN))
             if lay is not None:
                 firsts[path] = hf
             if lay is None:
@@ -505,7 +545,8 @@ def _load_runs(con, runs: list[Run], *, single, start_of, firsts):
             if (r, k) in fast and (pick.lay.skip or current == flds):
                 loaded, hourly = fast[(r, k)]
                 loaded.tables = {"smi_hourly": hourly}
-                heads.append((fid, run.host, flds, flds if pick.lay.skip else current, loaded))
+                # (a headerless file is taken only when it starts with its layout's fields)
+                heads.append((fid, run.host, pick.lay.fields, pick.lay.fields, loaded))
                 res = (loaded, flds)
             elif pick.result is not None and pick.start == current:
                 res = pick.result
@@ -516,9 +557,16 @@ def _load_runs(con, runs: list[Run], *, single, start_of, firsts):
         out.append(results)
     # One smi_headers frame for the files read in batches, a one-row slice each.
     if heads:
+        memo: dict[int, tuple] = {}  # by the list's id (kept alive in the value): hashing Fields costs more
+
+        def text(flds):
+            hit = memo.get(id(flds))
+            if hit is None:
+                hit = memo[id(flds)] = (flds, _cells(flds))
+            return hit[1]
         frame = pl.DataFrame({"file_id": [h[0] for h in heads], "host": [h[1] for h in heads],
-                              "last_fields": [_cells(h[2]) for h in heads],
-                              "start_fields": [_cells(h[3]) for h in heads]}, schema=_HEADS_SCHEMA)
+                              "last_fields": [text(h[2]) for h in heads],
+                              "start_fields": [text(h[3]) for h in heads]}, schema=_HEADS_SCHEMA)
         for row, h in enumerate(heads):
             h[4].tables["smi_headers"] = frame.slice(row, 1)
     return out

@@ -202,9 +202,12 @@ def header_fields(line: str) -> list[Field] | None:
     cells = line.lstrip("\ufeff").rstrip("\r\n").split(",")
     if not cells or not line.strip():
         return None
-    matches = [_CELL.match(c) for c in cells]
-    if not all(matches):
-        return None
+    matches = []
+    for c in cells:  # (a data line fails at its first cell: not every cell matched first)
+        m = _CELL.match(c)
+        if m is None:
+            return None
+        matches.append(m)
     telling = any(
         "." in m.group(1) or m.group(2) is not None or m.group(1) in _KNOWN_HEADER_WORDS or
         m.group(1) in ALIASES for m in matches

@@ -22,6 +22,7 @@ table of cell meanings (:mod:`pipeline.ingest.telemetry.fields`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import fnmatch
 import functools
 import logging
@@ -536,6 +537,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
     layout are read by one DuckDB statement (:func:`~pipeline.ingest.telemetry.batch.load_runs`).
     Returns each file's result (``reload``: even the unchanged ones are loaded again)."""
     info = {path: (host, prev) for path, host, prev in plan}
+    peeks: dict[Path, batch.Peek | None] = {}  # the chunk's files, peeked ahead
 
     def single(path: Path, file_id: int, fields, run: batch.Run):
         loaded, last = load_file(path, file_id, host=run.host, tz=run.tz, fields=fields, fast=False)
@@ -552,7 +554,8 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
             host, prev = info[path]
             runs.append(batch.Run(host, ctx.cfg.site_tz(sites.get(host_key(host))), before(host, prev), [(path, fid)]))
         out: list[Loaded] = []
-        for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of, firsts=firsts)):
+        for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of, firsts=firsts,
+                                                      peeks=peeks)):
             for (path, _), (loaded, last) in zip(run.items, results):
                 state[path] = last
                 out.append(loaded)
@@ -560,10 +563,27 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
 
     chunks = [plan[i:i + INGEST_FILES] for i in range(0, len(plan), INGEST_FILES)]
     results: dict[Path, FileResult] = {}
-    for chunk in ctx.track(chunks, f"{STAGE}: file batches"):
-        paths = [path for path, _, _ in chunk]
-        keys = [(key_of or ctx.file_key)(p) for p in paths]
-        results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys, reload=keys if reload else ())))
+    key_of = key_of or ctx.file_key
+    # The next chunk's files are peeked (batch.peek: their heads read and judged, Python)
+    # in a thread while DuckDB, which lets go of the GIL, reads this chunk's: on 2 cores
+    # the Python no longer leaves one idle. Only files the registry lacks: they will be
+    # loaded (a known file is loaded only when changed, which a rerun mostly finds not).
+    known = {k for (k,) in ctx.wh.engine.rows(f"SELECT path FROM files WHERE stage = {literal(STAGE)}",
+                                              step="smi: registered files")} if chunks and not reload else set()
+
+    def unknown(chunk) -> list[Path]:
+        return [path for path, _, _ in chunk if key_of(path) not in known]
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="smi-peek") as pool:
+        ahead = pool.submit(batch.peek_many, unknown(chunks[0])) if chunks and not reload else None
+        for i, chunk in enumerate(ctx.track(chunks, f"{STAGE}: file batches")):
+            peeks.clear()
+            peeks.update(ahead.result() if ahead is not None else {})
+            ahead = pool.submit(batch.peek_many, unknown(chunks[i + 1])) if ahead is not None and i + 1 < len(chunks) else None
+            paths = [path for path, _, _ in chunk]
+            keys = [key_of(p) for p in paths]
+            results.update(zip(paths, ctx.wh.ingest_batch(STAGE, paths, loader, keys=keys,
+                                                          reload=keys if reload else ())))
     return results
 
 
