@@ -173,10 +173,16 @@ def spellings(f: Field, raw: str | None = None) -> tuple[str, ...]:
 SCAN_BYTES = 256 << 20
 
 
-def count_rejects(path: Path, lay: Layout, expected: int) -> list[Rejected] | None:
+def count_rejects(path: Path, lay: Layout, expected: int, columns: bool = False) -> list[Rejected] | None:
     """The quarantine rows of a file whose fast read found ``expected`` lines it could not
     take, or None when one of them is something the exact path must judge (only lines of
     the wrong number of cells are taken here).
+
+    ``columns``: the file was read as columns, split at the layout's delimiter, so the
+    lines it dropped were found by counting, not seen. Each line must then be split alike
+    at every comma and at that delimiter (with ``, ``: no bare comma), or one line
+    dropped for a bare comma and another kept with a comma inside a cell would pass as
+    one judged line where the exact path rejects the other (the counts match, the rows do not).
 
     The lines are numbered as the line-by-line path numbers them, and each is judged by
     :func:`~pipeline.ingest.telemetry.read.line_reject`, the one judge. The file is given
@@ -201,7 +207,10 @@ def count_rejects(path: Path, lay: Layout, expected: int) -> list[Rejected] | No
             continue
         if line_no == 1:
             line = line.lstrip("\ufeff")
-        if line.count(",") + 1 == n:
+        cells = line.count(",") + 1
+        if columns and (cells == n) != (line.count(lay.delim) + 1 == n):
+            return None
+        if cells == n:
             continue
         if not line.strip(BLANK_CHARS) or header_fields(line) is not None:
             return None  # (blank, header: the line-by-line path skips it)
@@ -373,7 +382,7 @@ def _settle(path: Path, lay: Layout, odd: int, returned: int, counted: LineCount
         expected += dropped
         if not expected:
             return [] if counted.commas == (len(lay.fields) - 1) * counted.lines else None
-    return count_rejects(path, lay, expected) if expected else []
+    return count_rejects(path, lay, expected, columns=counted is not None) if expected else []
 
 
 def _by_file(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
