@@ -9,6 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from hypothesis import settings as _hypothesis_settings
+
+# Property tests draw the same examples on every run (``derandomize``), so a run of the
+# README's test command, CI's included, passes or fails the same way on the same tree; a
+# failure is then a regression, reproducible at once. New examples are drawn by choice:
+# ``--hypothesis-profile=explore`` (README, Development), the way parser bugs are hunted.
+_hypothesis_settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+_hypothesis_settings.register_profile("explore", derandomize=False, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 EXTERNAL = SHARED / "data" / "external"
