@@ -90,6 +90,20 @@ def check_nothing_is_shared_with_the_other_corpus_files(path):
         assert _digest(r["ticket_id"]) not in ids, r["ticket_id"]
 
 
+def checks_for(path, sha256, voices):
+    """The four checks bound to one holdout file, by name, so that a later holdout's test
+    (holdout5, holdout6) is one parametrized test whose failure names the property broken."""
+    return {
+        "frozen_and_in_the_corpus_format":
+            lambda: check_frozen_and_in_the_corpus_format(path, sha256),
+        "every_row_is_well_tagged_and_coded":
+            lambda: check_every_row_is_well_tagged_and_coded(path, voices),
+        "size_voices_and_no_text_twice": lambda: check_size_voices_and_no_text_twice(path),
+        "nothing_is_shared_with_the_other_corpus_files":
+            lambda: check_nothing_is_shared_with_the_other_corpus_files(path),
+    }
+
+
 # The checks take the file as an argument so that later holdouts (holdout5) import and reuse them.
 def test_frozen_and_in_the_corpus_format():
     check_frozen_and_in_the_corpus_format(FILE, SHA256)

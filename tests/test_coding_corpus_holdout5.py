@@ -11,13 +11,7 @@ import pytest
 from tests.test_coding_corpus_holdout3 import (
     test_code_lists_match_the_contract,  # noqa: F401  (collected here: runs in this file too)
 )
-from tests.test_coding_corpus_holdout4 import (
-    CORPUS,
-    check_every_row_is_well_tagged_and_coded,
-    check_frozen_and_in_the_corpus_format,
-    check_nothing_is_shared_with_the_other_corpus_files,
-    check_size_voices_and_no_text_twice,
-)
+from tests.test_coding_corpus_holdout4 import CORPUS, checks_for
 
 FILE = CORPUS / "holdout5.csv"
 # Pinned so that any edit is deliberate: change it together with HOLDOUT5.md's "Changes".
@@ -30,14 +24,7 @@ VOICES = {"NHT": "night_hands", "JON": "jp_outsource_noc", "HKC": "hk_colo",
 
 
 # One test per check, named after it, so a failure says which property broke.
-CHECKS = {
-    "frozen_and_in_the_corpus_format": lambda: check_frozen_and_in_the_corpus_format(FILE, SHA256),
-    "every_row_is_well_tagged_and_coded":
-        lambda: check_every_row_is_well_tagged_and_coded(FILE, VOICES),
-    "size_voices_and_no_text_twice": lambda: check_size_voices_and_no_text_twice(FILE),
-    "nothing_is_shared_with_the_other_corpus_files":
-        lambda: check_nothing_is_shared_with_the_other_corpus_files(FILE),
-}
+CHECKS = checks_for(FILE, SHA256, VOICES)
 
 
 @pytest.mark.parametrize("check", CHECKS)
