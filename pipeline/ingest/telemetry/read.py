@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipeline.engine.duckdb_engine import DuckDBEngine
@@ -236,18 +237,21 @@ _COUNT_BLOCK = 16 << 20
 def count_lines(path: Path, newline: str) -> LineCount | None:
     """The lines and commas of an uncompressed file whose lines end with ``newline``; None
     when it also holds a line end of another kind (DuckDB would cut its lines otherwise
-    than the line-by-line path). Two ``bytearray.count`` passes a block, in place (and a
-    ``find`` for the other line end): a small part of what reading the columns costs."""
+    than the line-by-line path). Two vectorized byte counts a block (numpy's compare and
+    ``count_nonzero``, about twice as fast as ``bytearray.count``'s byte loop), read in
+    place, and a ``find`` for the other line end: this pass is not parallel, so on two cores
+    it costs the columns read twice its CPU in wall time."""
     end, other = (b"\r", b"\n") if newline == "\r" else (b"\n", b"\r")
     crlf = newline == "\r\n"
     lines = commas = cr = pairs = 0
     buf = bytearray(_COUNT_BLOCK)
+    view = np.frombuffer(buf, dtype=np.uint8)
     last = -1  # the file's last byte (-1: empty)
     try:
         with open(path, "rb", buffering=0) as f:
             while k := f.readinto(buf):
-                lines += buf.count(end, 0, k)
-                commas += buf.count(b",", 0, k)
+                lines += int(np.count_nonzero(view[:k] == end[0]))
+                commas += int(np.count_nonzero(view[:k] == 44))  # ','
                 if crlf:  # every CR starts a CRLF (one cut by the block counted whole)
                     cr += buf.count(b"\r", 0, k)
                     pairs += buf.count(b"\r\n", 0, k) + (last == 13 and buf[0] == 10)
