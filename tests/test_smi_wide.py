@@ -188,6 +188,8 @@ def test_bad_lines_and_an_unterminated_last_line(tmp_path, monkeypatch, end):
     [HEADER, row(1), row(2, name="NVIDIA H100,80GB")],
     [HEADER, row(1), row(2, fan="[GPU is lost] ")],  # a failing marker with a space after it
     [HEADER, row(1), row(2, fan="[GPU is lost]")],
+    [HEADER, row(1), row(2, driver="[GPU is lost] ")],  # ... in a column the facts do not read
+    [HEADER, row(1), row(2, fan="[N/A] ")],
     [HEADER, row(1), row(2, name=" NVIDIA")],  # a space around an identity (a group key)
     [HEADER, row(1), row(2, serial="165282305455 ")],
     [HEADER, row(1), row(2, temp=" 45")],

@@ -223,7 +223,9 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     # are numbers: one validity test instead of three string comparisons).
     failing = " OR ".join(f"(v{i} IS NULL AND {failing_sql(f'c{i}')})" for i, f in enumerate(fields)
                           if f.kind in ("num", "mask")) or "false"
-    inner += f", {failing} AS m_gpu_error"
+    # (a CASE condition is evaluated row by row as far as it must be; the same OR of ANDs in
+    # a select list is evaluated whole, every test on every row)
+    inner += f", (CASE WHEN {failing} THEN true ELSE false END) AS m_gpu_error"
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:

@@ -27,7 +27,7 @@ import polars as pl
 
 from pipeline.engine.duckdb_engine import DuckDBEngine
 from pipeline.ingest import sniff
-from pipeline.ingest.telemetry.fields import Field, first_char_sql, header_fields
+from pipeline.ingest.telemetry.fields import Field, header_fields
 from pipeline.vocab.pci import pci_id
 from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Rejected
@@ -182,7 +182,7 @@ def lines_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", 
             f"(SELECT filename, line, string_split(line, {literal(delim)}) AS l FROM {read}))")
 
 
-def columns_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = ", ", *, newline: str = "\n") -> str:
+def columns_source(paths: list[Path], n: int, skip: int, delim: str = ", ", *, newline: str = "\n") -> str:
     """DuckDB ``read_csv`` over large files as ``n`` raw text columns ``c0..`` and
     ``filename``: DuckDB's parallel CSV reader splits the lines, not SQL (the read
     :mod:`pipeline.ingest.telemetry.batch` takes for files of at least
@@ -198,9 +198,10 @@ def columns_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = "
     - a comma inside a column: the file's commas are counted too (``n - 1`` a line);
     - a space around a value the facts clean (numbers, masks, times) either cleans to the
       same value (DuckDB's casts ignore it) or makes the value unreadable, so the file goes
-      line by line (``_bad``); the failing-marker test compares text, so a cell starting with
-      ``[`` and ending with a space takes the line's timestamp away (the file is then judged
-      as for :func:`lines_source`'s odd lines);
+      line by line (``_bad``); a marker followed by a space, which the failing-marker test
+      would not see as one, is flagged unreadable as well
+      (:func:`~pipeline.ingest.telemetry.fields.clean_sql`); cells the facts do not clean are
+      not read;
     - a space around a GPU's identity (a group key) is checked once per group by the caller.
 
     Empty cells stay ``''`` (``force_not_null``), as :func:`lines_source` splits them.
@@ -208,9 +209,6 @@ def columns_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = "
     if delim not in (", ", ","):
         raise ValueError(f"delimiter {delim!r}: nvidia-smi lines are split at ', ' or ','")
     names = [f"c{i}" for i in range(n)]
-    marker_spaced = " OR ".join(f"({first_char_sql(c, '[', '[')} AND ends_with({c}, ' '))" for c in names)
-    cols = ", ".join(f"CASE WHEN NOT ({marker_spaced}) THEN c{i} END AS c{i}" if i == ts else f"c{i}"
-                     for i in range(n))
     types = ", ".join(f"{literal(c)}: 'VARCHAR'" for c in names)
     read = (
         f"read_csv([{literals(str(p) for p in paths)}], columns={{{types}}}, header=false, skip={skip}, "
@@ -218,7 +216,7 @@ def columns_source(paths: list[Path], n: int, ts: int, skip: int, delim: str = "
         f"auto_detect=false, null_padding=false, ignore_errors=true, force_not_null=[{literals(names)}], "
         f"filename=true, compression='none')"
     )
-    return f"(SELECT filename, {cols} FROM {read})"
+    return f"(SELECT filename, {', '.join(names)} FROM {read})"
 
 
 @dataclass(frozen=True)
