@@ -8,6 +8,7 @@ large, a huge one makes every file small.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import math
 
@@ -17,9 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from pipeline.ingest.telemetry import batch, load_file
+from pipeline.ingest.telemetry import batch, load_file, stage
 from pipeline.ingest.telemetry.fields import BAD_MASK, clean_sql, parse_fields
-from pipeline.ingest.telemetry.read import count_lines, scratch, stage_scratch
+from pipeline.ingest.telemetry.read import (
+    count_lines,
+    read_exact,
+    scratch,
+    stage_scratch,
+)
 from tests.test_smi import only_line_by_line
 
 HEADER = ("timestamp, index, name, serial, pci.bus_id, driver_version, temperature.gpu, utilization.gpu [%], "
@@ -53,11 +59,9 @@ def _read(path, mode: str, monkeypatch):
 def _same_three_ways(path, monkeypatch):
     """The three reads agree; returns whether the columns read kept the file.
 
-    Two fast reads that both keep the file give the same ``smi_hourly`` rows. The
-    line-by-line path aggregates
-    each stretch between two header lines apart, so a header repeated inside an hour gives
-    it two partial rows for that hour where the fast reads give one (they combine exactly
-    downstream, as rows of two files do): its rows are compared summed per GPU and hour then.
+    Two fast reads that both keep the file give the same ``smi_hourly`` rows, and each
+    gives the line-by-line path's rows (one per GPU and hour, a header repeated inside an
+    hour included).
     """
     with stage_scratch():
         got = {mode: _read(path, mode, monkeypatch) for mode in ("wide", "lines", "exact")}
@@ -68,22 +72,12 @@ def _same_three_ways(path, monkeypatch):
             (exact_loaded.rows_read, exact_loaded.rows_loaded, exact_loaded.rows_skipped), mode
         assert [(r.line_no, r.reason, r.raw) for r in loaded.rejects] == \
             [(r.line_no, r.reason, r.raw) for r in exact_loaded.rejects], mode
-        if frame.height == exact.height:
-            assert_frame_equal(frame, exact, check_dtypes=False, rel_tol=1e-9)
-        else:
-            assert_frame_equal(_summed(frame), _summed(exact), check_dtypes=False, rel_tol=1e-9)
+        assert_frame_equal(frame, exact, check_dtypes=False, rel_tol=1e-9)
     kept = {mode: bool(got[mode][2]) and got[mode][2][0] is not None for mode in ("wide", "lines")}
     if all(kept.values()):
         assert_frame_equal(got["wide"][1], got["lines"][1])
     assert exact_loaded.rows_read == exact_loaded.rows_loaded + len(exact_loaded.rejects)
     return kept["wide"]
-
-
-def _summed(frame: pl.DataFrame) -> pl.DataFrame:
-    keys = ["gpu_index", "serial", "hour"]
-    return frame.group_by(keys).agg(pl.col("samples", "temp_n", "temp_sum", "util_sum", "power_sum").sum(),
-                                    pl.col("ts_first").min(), pl.col("ts_last").max(),
-                                    pl.col("temp_max").max()).sort(keys, nulls_last=True)
 
 
 def _write(tmp_path, lines: list[str], end: str = "\n", cut_last: bool = False) -> object:
@@ -194,6 +188,8 @@ def test_bad_lines_and_an_unterminated_last_line(tmp_path, monkeypatch, end):
     [HEADER, row(1), row(2, name="NVIDIA H100,80GB")],
     [HEADER, row(1), row(2, fan="[GPU is lost] ")],  # a failing marker with a space after it
     [HEADER, row(1), row(2, fan="[GPU is lost]")],
+    [HEADER, row(1), row(2, driver="[GPU is lost] ")],  # ... in a column the facts do not read
+    [HEADER, row(1), row(2, fan="[N/A] ")],
     [HEADER, row(1), row(2, name=" NVIDIA")],  # a space around an identity (a group key)
     [HEADER, row(1), row(2, serial="165282305455 ")],
     [HEADER, row(1), row(2, temp=" 45")],
@@ -226,6 +222,58 @@ def test_a_line_of_the_wrong_count_stays_on_the_columns_read(tmp_path, monkeypat
     # the one-cell read judges its odd ones: the file is not read line by line for them.
     lines = [HEADER, row(1), row(2)[:50], row(3), row(4) + ", 1"]
     assert _same_three_ways(_write(tmp_path, lines, cut_last=True), monkeypatch)
+
+
+def _one_row_per_gpu_hour(frame: pl.DataFrame) -> None:
+    assert frame.height == frame.select("gpu_index", "serial", "hour").unique().height
+
+
+def test_a_header_repeated_inside_an_hour_gives_one_row(tmp_path, monkeypatch):
+    # The counter (m % 3) steps, then resets, across the repeated header: the hour's first
+    # and last values are taken by time, not from either stretch.
+    lines = [HEADER] + [row(m, i) for m in (1, 2) for i in (0, 1)] + [HEADER] + [row(m, i) for m in (3, 4) for i in (0, 1)]
+    path = _write(tmp_path, lines)
+    assert _same_three_ways(path, monkeypatch)
+    with monkeypatch.context() as m:
+        only_line_by_line(m)
+        _, exact, _ = _read(path, "exact", monkeypatch)
+    _one_row_per_gpu_hour(exact)
+    assert exact["samples"].to_list() == [4, 4]
+    # values 1, 2 | 0, 1: the first is 1 (not the least, 0), the last 1 (not the largest, 2)
+    assert exact.select("ecc_corrected_first", "ecc_corrected_last").rows() == [(1, 1), (1, 1)]
+
+
+def test_a_counters_first_and_last_skip_markers(tmp_path, monkeypatch):
+    # The facts take a counter's first and last value with arg_min / arg_max and no FILTER:
+    # DuckDB skips the rows whose value is NULL (a marker), on every read.
+    def ecc(m, v):
+        return row(m).rsplit(", ", 1)[0] + f", {v}"
+    lines = [HEADER, ecc(1, "[N/A]"), ecc(2, "4"), ecc(3, "[N/A]"), ecc(4, "7"), ecc(5, "[N/A]")]
+    path = _write(tmp_path, lines)
+    assert _same_three_ways(path, monkeypatch)
+    _, frame, _ = _read(path, "wide", monkeypatch)
+    assert frame.select("samples", "ecc_corrected_first", "ecc_corrected_last", "ecc_corrected_delta").rows() == \
+        [(5, 4, 7, 3)]
+
+
+def test_the_line_by_line_paths_blocks_combine(tmp_path, monkeypatch):
+    # A block a line or two: every block is a stretch aggregated on its own.
+    lines = [HEADER] + [row(m, i) for m in range(0, 60, 3) for i in (0, 1)]
+    monkeypatch.setattr(stage, "read_exact", functools.partial(read_exact, block=300))
+    _same_three_ways(_write(tmp_path, lines), monkeypatch)
+
+
+def test_another_header_inside_an_hour_still_gives_one_row(tmp_path, monkeypatch):
+    # The fast path gives such a file back; the line-by-line path combines the stretches of
+    # both field lists by GPU and hour.
+    other = HEADER.replace("fan.speed [%], ", "")
+    lines = [HEADER, row(1), row(2), other, row(3).replace(", [N/A], ", ", "), row(4).replace(", [N/A], ", ", ")]
+    with monkeypatch.context() as m:
+        only_line_by_line(m)
+        loaded, exact, _ = _read(_write(tmp_path, lines), "exact", monkeypatch)
+    assert loaded.rows_loaded == 4 and not loaded.rejects
+    _one_row_per_gpu_hour(exact)
+    assert exact.select("samples", "temp_n", "ts_first", "ts_last").row(0)[:2] == (4, 4)
 
 
 _ODD = {

@@ -307,7 +307,7 @@ def _fast_batch(con, items: list[Item], lay: Layout, header, wide: bool = False)
         return [None] * len(items)
     paths = [it.path for it in read]
     if wide:
-        src, cells = columns_source(paths, len(fields), ts, lay.skip, lay.delim, newline=lay.newline), None
+        src, cells = columns_source(paths, len(fields), lay.skip, lay.delim, newline=lay.newline), None
         # A GPU's raw identity is a group key: a space around it (the line-by-line path strips
         # it) is looked for once per group, and sends the file line by line as an unreadable value would.
         spaced = " OR ".join(f"{first_char_sql(f'h.r_{c}', ' ', ' ')} OR ends_with(h.r_{c}, ' ')" for c in facts.ID_RAW)

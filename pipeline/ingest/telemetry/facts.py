@@ -185,7 +185,7 @@ def bad_checks_grouped(fields: list[Field], metrics: dict[str, str] | None = Non
 
 
 def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: list[list[str]] | None = None,
-               cells: str | None = None) -> str:
+               cells: str | None = None, combinable: bool = False) -> str:
     """One pass over ``src``: partial hourly facts per raw GPU identity and local hour
     (and per ``filename`` with ``by_file``: ``src`` reads many files).
 
@@ -200,6 +200,10 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     use (:func:`bad_checks_grouped`): the fast path gives up on a file where it is not 0 (the
     exact path quarantines those rows before aggregating, so it never finds one). Fields the
     facts do not use are neither cleaned nor checked.
+
+    ``combinable``: each row also carries the times its first and last counter values were
+    taken at, so that rows of the same GPU and hour from several stretches of one file
+    combine into the row one pass would give (:func:`combine_hourly_sql`).
     """
     idx = {f.name: i for i, f in enumerate(fields)}
     ts = f"v{idx['timestamp']}" if "timestamp" in idx else "NULL::TIMESTAMP"
@@ -219,7 +223,9 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     # are numbers: one validity test instead of three string comparisons).
     failing = " OR ".join(f"(v{i} IS NULL AND {failing_sql(f'c{i}')})" for i, f in enumerate(fields)
                           if f.kind in ("num", "mask")) or "false"
-    inner += f", {failing} AS m_gpu_error"
+    # (a CASE condition is evaluated row by row as far as it must be; the same OR of ANDs in
+    # a select list is evaluated whole, every test on every row)
+    inner += f", (CASE WHEN {failing} THEN true ELSE false END) AS m_gpu_error"
     file_col = "filename, " if by_file else ""
     outer, hdr = file_col, ""
     if header:
@@ -233,7 +239,7 @@ def hourly_sql(fields: list[Field], src: str, *, by_file: bool = False, header: 
     grouped = f"""
 SELECT {outer}{keys}, coalesce({bad_values}, false) AS _bad_values,
   date_trunc('hour', ts) AS hour_local, count(*) AS samples, min(ts) AS ts_first, max(ts) AS ts_last,
-  {_aggregates(m)}
+  {_aggregates(m, combinable=combinable)}
 FROM (
   SELECT {file_col}{hdr}{raw_ids}, {ts} AS ts, {inner}, {_cleaned_cols(fields)}
   FROM {cleaned_sql(fields, src, extra=file_col + carried, flag_bad=True)}
@@ -262,7 +268,10 @@ _AGGREGATES = [
     ("throttle_power", f"count(*) FILTER (m_mask & {POWER_BITS} <> 0)"),
     ("throttle_hw_slowdown", f"count(*) FILTER (m_mask & {HW_SLOWDOWN_BITS} <> 0)"),
     ("throttle_power_brake", f"count(*) FILTER (m_mask & {POWER_BRAKE_BITS} <> 0)"),
-    *[(f"{name}_{end}", f"{agg}(m_{short}, ts) FILTER (m_{short} IS NOT NULL)" if agg != "max" else f"max(m_{short})")
+    # (DuckDB's arg_min / arg_max skip rows whose value, the first argument, is NULL: a
+    # marker is not a counter's first or last value, with no FILTER, which costs a fifth
+    # of the statement; tests/test_smi_wide.py checks it.)
+    *[(f"{name}_{end}", f"{agg}(m_{short}, ts)" if agg != "max" else f"max(m_{short})")
       for short, name in (("ecc_c", "ecc_corrected"), ("ecc_u", "ecc_uncorrected"), ("pcie_replay", "pcie_replay"))
       for end, agg in (("first", "arg_min"), ("last", "arg_max"), ("max", "max"))],
     ("retired_pages_max", "max(coalesce(m_retired_sbe, 0) + coalesce(m_retired_dbe, 0)) "
@@ -274,15 +283,52 @@ _AGGREGATES = [
 ]
 
 
-def _aggregates(metrics: dict[str, str]) -> str:
+#: A counter's first or last value, taken by time.
+_BY_TIME = re.compile(r"^arg_(min|max)\((m_\w+), ts\)")
+
+
+def _aggregates(metrics: dict[str, str], *, combinable: bool = False) -> str:
     absent = {f"m_{name}" for name, expr in metrics.items() if expr.startswith("NULL::")}
     out = []
     for col, agg in _AGGREGATES:
         used = set(re.findall(r"m_\w+", agg))
+        # (combinable: the time the value was taken at; for a first, the least time of a value)
+        taken_at = _BY_TIME.sub(r"\1(CASE WHEN \2 IS NOT NULL THEN ts END)", agg) \
+            if combinable and _BY_TIME.match(agg) else None
         if used <= absent:
             agg = "0::BIGINT" if agg.startswith("count(") else "NULL::DOUBLE"
+            taken_at = taken_at and "NULL::TIMESTAMP"
         out.append(f"{agg} AS {col}")
+        if taken_at:
+            out.append(f"{taken_at} AS _at_{col}")
     return ",\n  ".join(out)
+
+
+def combine_hourly_sql(src: str) -> str:
+    """Rows of :func:`hourly_sql` with ``combinable`` from several stretches of one file (the
+    line-by-line path aggregates each run of lines between two header lines, and each block
+    it reads, on its own) combined into one row per GPU identity and hour: the row one pass
+    over all those lines gives, as the fast path's. Counts and sums add up, extremes are the
+    extremes of the extremes, and a counter's first (last) value is the one taken first
+    (last), by the time carried in ``_at_<column>`` (on a tie the earlier stretch's, as one
+    pass keeps the earlier line's).
+
+    Each column's rule follows from its aggregate in :data:`_AGGREGATES`, so an hourly fact
+    is still defined once.
+    """
+    keys = ", ".join(f"r_{col}" for col in ID_RAW) + ", hour_local"
+    parts = ["sum(samples)::BIGINT AS samples", "min(ts_first) AS ts_first", "max(ts_last) AS ts_last"]
+    for col, agg in _AGGREGATES:
+        fn = agg.split("(", 1)[0]
+        if fn == "count":
+            parts.append(f"sum({col})::BIGINT AS {col}")
+        elif fn in ("sum", "min", "max"):
+            parts.append(f"{fn}({col}) AS {col}")
+        elif fn in ("arg_min", "arg_max"):
+            parts.append(f"{fn}({col}, _at_{col}) AS {col}")  # (NULL: no value in that stretch)
+        else:
+            raise ValueError(f"no rule to combine {col} = {agg}")
+    return f"(SELECT {keys}, {', '.join(parts)}, max(_bad) AS _bad FROM {src} GROUP BY {keys})"
 
 
 def reject_rows_sql(fields: list[Field], src: str, extra: str = "", *, facts_only: bool = False) -> str:

@@ -289,6 +289,10 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
     ``flag_bad`` (numbers and masks): an unreadable value becomes :data:`BAD_NUMBER` /
     :data:`BAD_MASK` instead, and a NULL cell (DuckDB's reading of an empty cell) counts
     as a marker, so one aggregate per column tells whether any row was unreadable (:func:`pipeline.ingest.telemetry.facts.hourly_sql`) without a per-row check.
+    A marker followed by a space is flagged too: only the columns read
+    (:func:`~pipeline.ingest.telemetry.read.columns_source`) hands over untrimmed cells, and
+    the failing-marker test compares text, so such a file is read line by line (tested only
+    on marker cells: one ``ends_with`` where the value is NULL anyway).
     """
     kind = as_kind or f.kind
     v = raw  # cells arrive trimmed: split on ', ' (fast path) or stripped (exact path)
@@ -304,7 +308,7 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
     if kind == "mask":
         mask = f"TRY_CAST(TRY_CAST({v} AS UBIGINT) AS BIGINT)"
         mask = f"coalesce({mask}, {BAD_MASK})" if flag_bad else mask
-        return f"(CASE WHEN {marker} THEN NULL ELSE {mask} END)"
+        return f"(CASE WHEN {marker} THEN {_spaced_marker(v, BAD_MASK, flag_bad)} ELSE {mask} END)"
     if kind in ("num", "auto"):
         # A digit, sign or point first (most cells: one test, then the cast); then markers;
         # letters go to the Yes/No words; only number-like text is cast (a failing cast is
@@ -314,9 +318,14 @@ def clean_sql(f: Field, raw: str, *, as_kind: str | None = None, flag_bad: bool 
             word, num = f"coalesce({word}, {BAD_NUMBER})", f"coalesce({num}, {BAD_NUMBER})"
         # (``v >= 'A'``: a first character from 'A' on, non-ASCII ones included, as UTF-8
         # lead bytes sort above it.)
-        return (f"(CASE WHEN {first_char_sql(v, '+', '9')} THEN {num} WHEN {marker} THEN NULL "
-                f"WHEN {v} >= 'A' THEN {word} ELSE {num} END)")
+        return (f"(CASE WHEN {first_char_sql(v, '+', '9')} THEN {num} WHEN {marker} THEN "
+                f"{_spaced_marker(v, BAD_NUMBER, flag_bad)} WHEN {v} >= 'A' THEN {word} ELSE {num} END)")
     return f"(CASE WHEN {marker_sql(v)} THEN NULL ELSE {v} END)"
+
+
+def _spaced_marker(v: str, bad: str, flag_bad: bool) -> str:
+    """A marker's clean value: NULL, or with ``flag_bad`` ``bad`` when a space follows it."""
+    return f"(CASE WHEN ends_with({v}, ' ') THEN {bad} END)" if flag_bad else "NULL"
 
 
 def bad_sql(f: Field, raw: str, clean: str | None = None) -> str | None:

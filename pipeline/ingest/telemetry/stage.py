@@ -309,7 +309,8 @@ def load_file(path: Path, file_id: int, *, host: str, tz: str, fields: list[Fiel
 def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, fields: list[Field] | None):
     """The exact path, for a file the fast path gave back: every line numbered and judged
     (blank, header, wrong cell count, unreadable value: :func:`_bad_rows`), the rest
-    aggregated by the same SQL as the fast path. Returns (Loaded, smi_hourly rows, the
+    aggregated by the same SQL as the fast path, one row per GPU and hour as there
+    (:func:`~pipeline.ingest.telemetry.facts.combine_hourly_sql`). Returns (Loaded, smi_hourly rows, the
     field list in force at the end)."""
     quick = read_unheaded(path) if fields is None else None  # nothing to aggregate: no field list
     out = quick or ExactRead()
@@ -331,7 +332,8 @@ def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, 
         if bad:
             con.register("bad_lines", pl.DataFrame({"line_no": [r.line_no for r in bad]}))
             good_rows = f"(SELECT * FROM {seg_src} ANTI JOIN bad_lines USING (line_no))"
-        parts.append(con.pl(facts.hourly_sql(seg.fields, good_rows), step="smi: hourly facts, line by line"))
+        parts.append(con.pl(facts.hourly_sql(seg.fields, good_rows, combinable=True),
+                            step="smi: hourly facts, line by line"))
         con.unregister("seg")
     hourly = pl.concat(parts, how="diagonal_relaxed") if parts else None
     good = sum(int(p["samples"].sum()) for p in parts)
@@ -340,7 +342,10 @@ def _line_by_line(con: Engine, path: Path, file_id: int, *, host: str, tz: str, 
         frame = finish_hourly(con, None, host, tz)
     else:
         con.register("exact_agg", hourly)
-        frame = finish_hourly(con, f"(SELECT *, {literal(int(file_id))}::BIGINT AS file_id FROM exact_agg)", host, tz)
+        # Each stretch (between header lines, within a block) was aggregated on its own: an
+        # hour split over two is one row again, the row the fast path gives.
+        agg = facts.combine_hourly_sql("exact_agg") if len(parts) > 1 else "exact_agg"
+        frame = finish_hourly(con, f"(SELECT *, {literal(int(file_id))}::BIGINT AS file_id FROM {agg})", host, tz)
     return loaded, frame, out.last_fields
 
 
