@@ -108,8 +108,9 @@ def _fleet(wh: Warehouse) -> None:
     for name, n_reseat, n_other in (("reseated", 2, 0), ("ticket", 0, 1), ("x79_ticket", 0, 1)):
         host, slot = f"h{names.index(name) // 8}", names.index(name) % 8
         for k in range(n_reseat + n_other):
+            # closed the next day: a ticket counts as history from its close, when its outcome is known
             tickets.append({"serial": name, "host": host, "slot": slot, "opened_at": _ts(5 + k),
-                            "part_code": "GPU", "action_code": "RESEAT" if k < n_reseat else "MONITOR"})
+                            "closed_at": _ts(6 + k), "part_code": "GPU", "action_code": "RESEAT" if k < n_reseat else "MONITOR"})
     wh.insert("inventory", pl.DataFrame(inv).with_columns(file_id=pl.lit(0, pl.Int64),
                                                           removed_at=pl.lit(None, pl.Datetime("us"))))
     wh.insert("gpu_days", pl.DataFrame(tele))
