@@ -125,6 +125,28 @@ def pooled(fleets: list[tuple[str, list, pd.DataFrame, pd.Timestamp]], history: 
             pd.concat(truths, ignore_index=True))
 
 
+def pooled_dumps(fleets: list[Path], dumps: list[Path], history: int) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """As :func:`pooled`, from the ``--dump`` files of single-fleet runs (``DUMP/HISTORY.parquet``,
+    one per fleet, in the same order): runs made apart, on other days or machines, pooled."""
+    frames, risks, truths = [], {k: [] for k in RANKERS}, []
+    for i, (fleet, dump) in enumerate(zip(fleets, dumps, strict=True)):
+        path = dump / f"{history}.parquet"
+        if not path.exists():
+            continue
+        f = pd.read_parquet(path)
+        if not f["serial"].astype(str).str.startswith(f"{fleet.name}:").all():
+            sys.exit(f"--from-dump {dump}: not a dump of {fleet.name} alone (its serials are not {fleet.name}:...)")
+        for k in RANKERS:
+            risks[k].append(f.pop(f"risk_{k}").to_numpy())
+        frames.append(f.assign(day=(pd.to_datetime(f["day"]) + timedelta(days=i * FLEET_OFFSET_DAYS)).dt.date))
+        truth = carriers(fleet / "sim" / "truth")
+        truths.append(truth.assign(serial=f"{fleet.name}:" + truth["serial"]))
+    if not frames:
+        return pd.DataFrame(), {}, pd.DataFrame()
+    return (pd.concat(frames, ignore_index=True), {k: np.concatenate(v) for k, v in risks.items()},
+            pd.concat(truths, ignore_index=True))
+
+
 def _leads_by_serial(frame: pd.DataFrame, flagged: np.ndarray) -> pd.Series:
     """Lead days (first flag within the horizon to the failure) of each caught failure, by serial."""
     hit = frame["label"].astype(bool).to_numpy() & flagged
@@ -207,9 +229,26 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="Write every number here.")
     ap.add_argument("--dump", type=Path, help="Also write each history's pooled GPU-days with every ranker's risk "
                     "as HISTORY.parquet in this folder (for a closer look at what a ranker missed).")
+    ap.add_argument("--from-dump", type=Path, action="append", help="Replay nothing: pool the --dump folders of "
+                    "earlier single-fleet runs, one per --fleet in the same order (the fleet gives the truth).")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from pipeline.config import load_config
+
+    if a.from_dump:
+        if len(a.from_dump) != len(a.fleet):
+            sys.exit("--from-dump: give one per --fleet, in the same order")
+        cfg = load_config(a.fleet[0] / "sim" / "truth" / "fleetfault.toml")
+        out = {"fleets": [str(f) for f in a.fleet], "from_dumps": [str(d) for d in a.from_dump], "histories": {}}
+        for h in (int(x) for x in a.histories.split(",")):
+            frame, risks, truth = pooled_dumps(a.fleet, a.from_dump, h)
+            if frame.empty:
+                continue
+            out["histories"][h] = res = judge_history(frame, risks, truth, cfg)
+            print(table(f"{h}-day history, pooled from dumps of {', '.join(f.name for f in a.fleet)}", res))
+        if a.json:
+            a.json.write_text(json.dumps(out, indent=1, default=str))
+        return
 
     fleets, timings = [], {}
     histories = [int(x) for x in a.histories.split(",")]

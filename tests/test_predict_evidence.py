@@ -20,7 +20,7 @@ from pipeline.config import Config
 from pipeline.errors import SchemaError
 from pipeline.predict import evidence
 from pipeline.predict.evidence_weights import load_weights
-from pipeline.predict.features import build_features
+from pipeline.predict.features import FEATURES, build_features
 from pipeline.predict.rank import rank_gpus
 from pipeline.warehouse import Warehouse
 
@@ -108,8 +108,9 @@ def _fleet(wh: Warehouse) -> None:
     for name, n_reseat, n_other in (("reseated", 2, 0), ("ticket", 0, 1), ("x79_ticket", 0, 1)):
         host, slot = f"h{names.index(name) // 8}", names.index(name) % 8
         for k in range(n_reseat + n_other):
+            # closed the next day: a ticket counts as history from its close, when its outcome is known
             tickets.append({"serial": name, "host": host, "slot": slot, "opened_at": _ts(5 + k),
-                            "part_code": "GPU", "action_code": "RESEAT" if k < n_reseat else "MONITOR"})
+                            "closed_at": _ts(6 + k), "part_code": "GPU", "action_code": "RESEAT" if k < n_reseat else "MONITOR"})
     wh.insert("inventory", pl.DataFrame(inv).with_columns(file_id=pl.lit(0, pl.Int64),
                                                           removed_at=pl.lit(None, pl.Datetime("us"))))
     wh.insert("gpu_days", pl.DataFrame(tele))
@@ -419,3 +420,33 @@ def test_features_date_a_fix_by_its_close(tmp_path):
     # and the words say why
     assert table.loc["x79_twice", "top_factors"].startswith("Xid 79 (fell off the bus) ×2 in 7 days (before a fix 2 days ago)")
     assert "fix" not in table.loc["x79_ticket", "top_factors"]
+
+
+def test_a_day_s_features_never_use_how_a_later_close_ends(tmp_path):
+    """A ticket opened on day 34 and still open on day 36: whether it later ends in a reseat,
+    in something else or not at all must not change any feature of days up to 36 (counted from
+    the open, the reseat was known before the close)."""
+    seen = _day(DAYS - 4)
+    cols = ", ".join(f'"{c}"' for c in ("serial", "day", *FEATURES))
+    names = list(PLANTED)
+    rows, last = {}, {}
+    for later in ("open", "RESEAT", "MONITOR", "riser"):
+        with Warehouse(tmp_path / f"{later}.duckdb") as wh:
+            _fleet(wh)
+            closed = None if later == "open" else _ts(DAYS - 2, 9)
+            part, act = ("PCIE_RISER", "REPLACE") if later == "riser" else ("GPU", None if later == "open" else later)
+            wh.insert("tickets", pl.DataFrame([
+                {"ticket_id": "TKL", "serial": "x79_twice", "host": f"h{names.index('x79_twice') // 8}",
+                 "slot": names.index("x79_twice") % 8, "part_code": part, "action_code": act,
+                 "opened_at": _ts(DAYS - 6, 12), "closed_at": closed, "service_point": "hand", "review": False}],
+                schema_overrides={"closed_at": pl.Datetime("us"), "action_code": pl.Utf8}))
+            build_features(wh, Config())
+            rows[later] = wh.con.execute(f"SELECT {cols} FROM features WHERE day <= ? ORDER BY serial, day",
+                                         [seen]).df()
+            last[later] = wh.con.execute("SELECT tickets_prior, reseats_prior FROM features "
+                                         "WHERE serial = 'x79_twice' AND day = ?", [LAST]).fetchone()
+    assert len(rows["open"]) == len(PLANTED) * (DAYS - 3)
+    for later in ("RESEAT", "MONITOR", "riser"):
+        pd.testing.assert_frame_equal(rows[later], rows["open"])
+    # after the close the outcome is known and counts: the test sees the ticket
+    assert last == {"open": (0, 0), "RESEAT": (1, 1), "MONITOR": (1, 0), "riser": (1, 0)}

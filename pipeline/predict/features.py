@@ -178,17 +178,13 @@ hx AS (
   FROM xid_events WHERE ts IS NOT NULL GROUP BY ALL
 ),
 tk AS (
-  SELECT serial, CAST(opened_at AS DATE) AS day, count(*) AS n,
+  -- Tickets on the GPU closed without replacing it (a reseat, a reset, a riser or cable
+  -- swap, no fault found), dated by their close: the day the outcome is known. Counted from
+  -- the open, a ticket would be known early to be no replacement and to be a reseat, and an
+  -- open ticket would mark the day as no failure (a replacement's ticket opens the failure day,
+  -- which is no scored day), so the walk-forward would score what a live night cannot know.
+  SELECT serial, CAST(closed_at AS DATE) AS day, count(*) AS n,
     count(*) FILTER (WHERE action_code = 'RESEAT') AS reseats
-  FROM tickets
-  WHERE serial IS NOT NULL AND opened_at IS NOT NULL
-    AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
-  GROUP BY ALL
-),
-fx AS (
-  -- Fixes: tickets on the GPU closed without replacing it (a reseat, a reset, a riser or
-  -- cable swap, no fault found), dated by their close, the day the outcome is known.
-  SELECT serial, CAST(closed_at AS DATE) AS day, count(*) AS n
   FROM tickets
   WHERE serial IS NOT NULL AND closed_at IS NOT NULL
     AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
@@ -201,14 +197,13 @@ hf AS (
 base AS (
   SELECT g.serial, g.day, g.host, g.model, g.vendor, g.site, g.batch, g.slot, g.inst, g.first_fday,
     t.*, x.*,
-    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, fx.n AS fixes, hf.n AS host_fails,
+    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, hf.n AS host_fails,
     {d.day_diff("DATE '1970-01-01'", "g.day")} AS dn
   FROM grid g
   LEFT JOIN tele t ON t.t_serial = g.serial AND t.t_day = g.day
   LEFT JOIN xd x ON x.x_serial = g.serial AND x.x_day = g.day
   LEFT JOIN hx ON hx.host = g.host AND hx.day = g.day
   LEFT JOIN tk ON tk.serial = g.serial AND tk.day = g.day
-  LEFT JOIN fx ON fx.serial = g.serial AND fx.day = g.day
   LEFT JOIN hf ON hf.host = g.host AND hf.day = g.day
 ),
 roll AS (
@@ -267,7 +262,6 @@ roll AS (
     sum(coalesce(tickets, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS tickets_prior,
     sum(coalesce(reseats, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS reseats_prior,
     max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
-    max(CASE WHEN fixes > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_fix_day,
     -- Hardware evidence a fix answers: an Xid of a hardware class or a failing-GPU marker
     -- (a narrowed link is added in the next step, where the link's full width is known).
     CASE WHEN {hw_xid} > 0 OR coalesce(lost_markers, 0) > 0 THEN 1 ELSE 0 END AS hw_today,
@@ -325,7 +319,8 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   sxid_host_7d, sxid_host_30d,
   tickets_prior, reseats_prior,
   CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_ticket,
-  CAST(coalesce({d.day_diff("last_fix_day", "day")}, 999) AS DOUBLE) AS days_since_fix,
+  -- A fix is a ticket closed without a replacement, the tickets counted above: the same day.
+  CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_fix,
   CAST(coalesce({d.day_diff("last_hw_day", "day")}, 999) AS DOUBLE) AS days_since_hw_evidence,
   host_failures_30d,
   host_crit_7d - xid_crit_7d AS host_xid_crit_7d_others,

@@ -101,6 +101,7 @@ def _insert(wh: Warehouse, inv, tele, xids, tickets) -> None:
     tk = pl.DataFrame(tickets, orient="row", schema={
         "serial": pl.Utf8, "host": pl.Utf8, "slot": pl.Int32, "opened_at": pl.Datetime("us"),
         "part_code": pl.Utf8, "action_code": pl.Utf8})
-    wh.insert("tickets", tk.with_row_index("n").with_columns(
+    # Closed four hours after the open: the features count a ticket from its close, when its outcome is known.
+    wh.insert("tickets", tk.with_columns(closed_at=pl.col("opened_at") + pl.duration(hours=4)).with_row_index("n").with_columns(
         ticket_id=pl.format("TK{}", pl.col("n")), service_point=pl.lit("toy"), review=pl.lit(False)).drop("n"))
     build_failures(wh, Stats())
