@@ -168,9 +168,12 @@ def with_hows(recs: pl.DataFrame, corpus: Path) -> pl.DataFrame:
 
 def _records_of(path: Path) -> pl.DataFrame:
     """Records from a ``--records`` CSV as written (first sight, at an older commit), or from a
-    corpus file coded by the rules now."""
-    if not str(path).endswith(tuple(f":{h}" for h in HALVES)) and "raw" in pl.read_csv(path, n_rows=0).columns:
-        return pl.read_csv(path, schema_overrides={"gold": pl.Utf8, "code": pl.Utf8})
+    corpus file coded by the rules now; ``PATH:even`` / ``PATH:odd``: one half of either."""
+    base, half = (Path(str(path).rsplit(":", 1)[0]), str(path).rsplit(":", 1)[1]) \
+        if str(path).endswith(tuple(f":{h}" for h in HALVES)) else (path, None)
+    if "raw" in pl.read_csv(base, n_rows=0).columns:
+        recs = pl.read_csv(base, schema_overrides={"gold": pl.Utf8, "code": pl.Utf8})
+        return recs.filter(in_half(pl.col("ticket_id"), half)) if half else recs
     rows, gold = load(path)
     return records(rows, gold, path.name)
 
