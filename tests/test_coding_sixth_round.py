@@ -142,3 +142,49 @@ def test_evaluate_reports_precision_per_route():
     assert got["acted"]["codes"] == 2 and got["acted"]["precision"] == 0.5 and got["acted"]["mean_score"] == 0.985
     assert got["context"]["codes"] == 1 and got["context"]["precision"] == 1.0
     assert score(coded.drop("part_route"), truth).routes.height == 0
+
+
+# -- CODING-GUIDE 4: a cleaning or reseat whose text names one part, away from the verb -----------
+@pytest.mark.parametrize("part, symptom, action, want", [
+    ("GPU 5", "GPU 5 running hot, 92C, thermal slowdown",
+     "heatsink fins full of lint and dust; after a good cleaning it is back to 65C", "COOLING"),
+    ("GPU", "GPU3 温度 90 度 降频", "开箱检查散热片积满灰尘，清灰之后温度回落到 68 度", "COOLING"),
+    ("顯示卡", "GPU2 溫度過高 降頻", "打開機箱見散熱片塞滿灰塵，清潔後溫度回落", "COOLING"),
+    ("GPU 2", "GPU 2 fell off the bus", "its aux power cable was only half inserted in the socket; after a reseat it is back",
+     "CABLE"),
+    ("显卡", "卡6 掉卡", "检查发现卡6的辅助供电线松脱，重新插紧后识别正常", "CABLE"),
+    ("GPU", "GPU 2 掉卡", "检查发现供电线没插到底，重新插拔后恢复", "CABLE"),
+    ("GPU", "第4張卡唔見咗", "條供電線冇插實，重新插好之後見返", "CABLE"),
+])
+def test_the_one_part_a_cleaning_or_reseat_text_names_was_acted_on(m, part, symptom, action, want):
+    c = m.match_row(part, symptom, action)
+    assert c.part_code == want and c.action_code in ("CLEAN", "RESEAT")
+
+
+def test_a_cleaning_text_naming_two_parts_leaves_the_part_to_a_person(m):
+    picked, tags = m.picks("GPU", "卡3 温度高", "散热片和系统风扇都积灰严重，清灰后温度正常")
+    assert picked["part"].how != "acted" and "two_parts" in tags["part"]
+
+
+# -- CODING-GUIDE 3: "nothing done", with the reason, is no fault of the server -----------------
+@pytest.mark.parametrize("part, symptom, action", [
+    ("GPU 1", "Xid 31 on GPU 1 during a user's job",
+     "the user's own kernel wrote past its buffer; told them, no action on our side. Closed"),
+    ("GPU", "all GPUs in rack 12 running hot",
+     "The CRAC unit for that aisle had failed; facilities repaired it. No action on the servers."),
+    ("GPU", "GPU 温度高告警", "机房空调故障导致进风温度高，机房修复后恢复，服务器侧未做任何操作"),
+    ("顯示卡", "GPU 高溫告警", "冷通道門未關好造成熱回流，機房已處理，伺服器未處理"),
+])
+def test_nothing_done_for_a_cause_outside_the_server_is_part_none(m, part, symptom, action):
+    c = m.match_row(part, symptom, action)
+    assert (c.part_code, c.action_code) == ("NONE", "NONE")
+
+
+@pytest.mark.parametrize("symptom, action", [
+    ("Xid 79 on GPU 3", "waiting for the customer's logs, no action yet"),
+    ("Xid 79 on GPU 3", "closed"),
+    ("GPU3 掉卡", "等待客户回复，暂未处理"),
+    ("第3張卡掉卡", "仲等緊客回覆，未有處理"),
+])
+def test_nothing_done_yet_or_said_bare_is_no_verdict(m, symptom, action):
+    assert m.match_row("GPU", symptom, action).part_code != "NONE"
