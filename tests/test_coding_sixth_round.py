@@ -55,19 +55,20 @@ def _labelled(n_good: int, n_bad_route: int) -> tuple[dict, dict, dict]:
 
 
 def test_a_route_right_far_more_often_than_its_dimension_scores_higher():
-    raw, ok, routes = _labelled(400, 200)
+    n = 2 * MIN_ROUTE  # four folds of five still hold MIN_ROUTE of it
+    raw, ok, routes = _labelled(n, n)
     pooled = fit(raw, ok, per_score=False)
     routed = fit(raw, ok, per_score=False, routes=routes)
     assert routed.score("part", 80.0, "acted") >= 99.0 > pooled.score("part", 80.0, "acted")
     assert routed.score("part", 80.0, "context") < 60.0
     # out of fold too: the route's codes score near its own rate
-    folds = {"part": [i % 5 for i in range(600)]}
+    folds = {"part": [i % 5 for i in range(2 * n)]}
     oof = cross_validate(raw, ok, folds, per_score=False, routes=routes)["part"]
-    assert min(oof[:400]) >= 98.0 and max(oof[400:]) < 60.0
+    assert min(oof[:n]) >= 98.0 and max(oof[n:]) < 60.0
 
 
 def test_a_small_route_shares_the_dimensions_table():
-    raw, ok, routes = _labelled(MIN_ROUTE - 1, 200)
+    raw, ok, routes = _labelled(MIN_ROUTE - 1, MIN_ROUTE)
     got = fit(raw, ok, per_score=False, routes=routes)
     assert "acted" not in got.routes["part"] and "context" in got.routes["part"]
     assert got.score("part", 80.0, "acted") == got.score("part", 80.0)

@@ -35,10 +35,13 @@ __all__ = ["Calibration", "cross_validate", "fit", "load_calibration", "reliabil
 MIN_BIN = 5  # an isotonic step holding fewer labelled codes is merged into its neighbour
 MIN_OWN = 3  # a raw score seen this often gets its own estimate ...
 PRIOR = 20.0  # ... shrunk towards its isotonic step by this many pseudo-codes
-#: A route (a code's ``how``) with at least this many labelled codes gets a table of its own:
-#: fewer, and its isotonic steps would rest on a handful of codes (a route never wrong in 150 is
-#: scored (150 + 1) / (150 + 2), 0.993, by the Laplace shrinkage)
-MIN_ROUTE = 150
+#: A route (a code's ``how``) with at least this many labelled codes gets a table of its own;
+#: the others share the dimension's. At 150 the hand-written set's small routes (the part field's
+#: own word, 464 codes) got tables of their own that cost the simulator's tickets part coverage
+#: (0.982 -> 0.976) for a gain on hand-written codes out of fold of 0.79 -> 0.82 right codes kept
+#: (bench/RESULTS.md, sixth round): a route needs about as many codes as the simulator's check
+#: has of it to speak for both
+MIN_ROUTE = 500
 
 
 @dataclass(frozen=True)
