@@ -46,6 +46,10 @@ class EvalReport:
         When the coded table has ``<dimension>_score`` columns: per dimension and cut s,
         ``codes`` auto-coded with a score >= s, their ``precision`` and ``mean_score`` (as a
         probability); calibrated scores have the two close.
+    routes : polars.DataFrame
+        When the coded table has ``<dimension>_route`` columns (how the rules found each code,
+        :meth:`pipeline.normalize.matcher.Matcher.routes`): per dimension and route, ``codes``
+        auto-coded, their ``precision`` and ``mean_score``: the calibration holds route by route.
     """
 
     summary: pl.DataFrame
@@ -54,6 +58,7 @@ class EvalReport:
     unmatched_coded: int
     unmatched_truth: int
     reliability: pl.DataFrame = field(default_factory=pl.DataFrame)
+    routes: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def passed(self, precision: float = 0.99, coverage: float = 0.95) -> bool:
         """True when every dimension meets both targets (coverage among decidable tickets)."""
@@ -100,11 +105,13 @@ def score(coded: pl.DataFrame, truth: pl.DataFrame) -> EvalReport:
 
     c, t = keyed(coded, "_c"), keyed(truth, "_t")
     scores = [f"{d}_score" for d in dims if f"{d}_score" in coded.columns]
-    if scores:
-        c = c.join(coded.select([pl.col(k).cast(pl.Utf8) for k in KEYS] + [pl.col(s).cast(pl.Float64) for s in scores])
+    routed = [f"{d}_route" for d in dims if f"{d}_route" in coded.columns]
+    if scores or routed:
+        c = c.join(coded.select([pl.col(k).cast(pl.Utf8) for k in KEYS] + [pl.col(s).cast(pl.Float64) for s in scores]
+                                + [pl.col(r).cast(pl.Utf8) for r in routed])
                    .unique(subset=list(KEYS), keep="last"), on=list(KEYS), how="left")
     j = c.join(t, on=list(KEYS), how="inner")
-    rows, confusion, missed, reliable = [], [], [], []
+    rows, confusion, missed, reliable, by_route = [], [], [], [], []
     for d, col in zip(dims, cols):
         got, want = pl.col(col + "_c"), pl.col(col + "_t")
         auto = j.filter(got.is_not_null())
@@ -123,6 +130,11 @@ def score(coded: pl.DataFrame, truth: pl.DataFrame) -> EvalReport:
                 reliable.append({"dimension": d, "score_at_least": cut, "codes": sel.height,
                                  "precision": sel["ok"].mean() if sel.height else None,
                                  "mean_score": sel["s"].mean() / 100 if sel.height else None})
+        if f"{d}_route" in routed:
+            by_route.append(auto.group_by(pl.col(f"{d}_route").fill_null("").alias("route")).agg(
+                pl.len().alias("codes"), (got == want).fill_null(False).mean().alias("precision"),
+                (pl.col(f"{d}_score").mean() / 100 if f"{d}_score" in scores else pl.lit(None, pl.Float64)).alias("mean_score"))
+                .with_columns(pl.lit(d).alias("dimension")))
         confusion.append(auto.filter(got != want).group_by(want.alias("truth"), got.alias("coded")).len("n")
                          .with_columns(pl.lit(d).alias("dimension")))
         missed.append(j.filter(got.is_null()).group_by(want.alias("truth")).len("n")
@@ -132,4 +144,6 @@ def score(coded: pl.DataFrame, truth: pl.DataFrame) -> EvalReport:
     miss = pl.concat(missed).select("dimension", "truth", "n").sort(["n", "dimension"], descending=[True, False])
     rel = pl.DataFrame(reliable, schema={"dimension": pl.Utf8, "score_at_least": pl.Float64, "codes": pl.Int64,
                                          "precision": pl.Float64, "mean_score": pl.Float64})
-    return EvalReport(pl.DataFrame(rows), conf, miss, c.height - j.height, t.height - j.height, rel)
+    routes = (pl.concat(by_route).select("dimension", "route", pl.col("codes").cast(pl.Int64), "precision", "mean_score")
+              .sort(["dimension", "codes"], descending=[False, True]) if by_route else pl.DataFrame())
+    return EvalReport(pl.DataFrame(rows), conf, miss, c.height - j.height, t.height - j.height, rel, routes)

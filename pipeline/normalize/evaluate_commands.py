@@ -50,8 +50,14 @@ def evaluate_tickets(
     from pipeline.normalize.evaluate import score
     from pipeline.output import write_table
 
-    setup(config)
-    report = score(read_any(coded, "CODED"), read_any(truth, "--truth"))
+    cfg = setup(config)
+    frame = read_any(coded, "CODED")
+    if all(f"{d}_text" in frame.columns for d in ("part", "symptom", "action")) and "part_route" not in frame.columns:
+        # how the rules found each code (the calibration's route), read again from the texts
+        from pipeline.normalize.matcher import Matcher
+
+        frame = pl.concat([frame, Matcher.load(cfg, prior=False).routes(frame)], how="horizontal")
+    report = score(frame, read_any(truth, "--truth"))
     table = Table(title=f"{coded} vs {truth}")
     for col in ("dimension", "tickets", "auto-coded", "correct", "precision", "coverage"):
         table.add_column(col, justify="left" if col == "dimension" else "right")
@@ -71,6 +77,14 @@ def evaluate_tickets(
             rel.add_row(r["dimension"], f"{r['score_at_least']:.0f}", str(r["codes"]),
                         f"{100 * r['precision']:.2f}%", f"{100 * r['mean_score']:.2f}%")
         out_console.print(rel)
+    if report.routes.height:
+        by = Table(title="reliability per route: auto-coded codes by how the rules found them")
+        for col in ("dimension", "route", "codes", "right", "mean score"):
+            by.add_column(col, justify="left" if col in ("dimension", "route") else "right")
+        for r in report.routes.iter_rows(named=True):
+            by.add_row(r["dimension"], r["route"] or "-", str(r["codes"]), f"{100 * r['precision']:.2f}%",
+                       "-" if r["mean_score"] is None else f"{100 * r['mean_score']:.2f}%")
+        out_console.print(by)
     if report.confusion.height:
         errors = Table(title="most frequent errors (auto-coded)")
         for col in ("dimension", "truth", "coded", "n"):
@@ -89,6 +103,7 @@ def evaluate_tickets(
             report.confusion.with_columns(pl.lit("error").alias("section")),
             report.missed.with_columns(pl.lit("review").alias("section")),
             report.reliability.with_columns(pl.lit("reliability").alias("section")),
+            *([report.routes.with_columns(pl.lit("route").alias("section"))] if report.routes.height else []),
         ], how="diagonal_relaxed")
         first = ["section", "dimension", "truth", "coded", "n"]
         write_table(tidy.select(first + [c for c in tidy.columns if c not in first]), out)

@@ -49,6 +49,10 @@ PRIOR_PENALTIES = ("prior_disagrees", "prior_unsure", "prior_undecided")  # doub
 RULES_THRESHOLD = 85.0  # Matcher.rules_only's: the raw score at which the guide counts a match confident
 CONFIDENT = 85.0  # the raw score at which a field's match counts in the guide's rules
 DEFAULT_THRESHOLD = 96.0  # the threshold of a dimension the calibration names none for
+#: The route group of every code of a description-only ticket (one text in all three fields): the
+#: rules read the resolution and the part from the same words as the symptom, and the labelled set
+#: shows such codes right less often than the same rule's in a ticket with its fields apart
+DESC_ROUTE = "description"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +119,19 @@ class Matcher:
         self.thresholds = {d: float(value) for d in DIMENSIONS}
 
     @classmethod
-    def load(cls, cfg: Config | None = None, learned: Iterable[tuple[str, str, str]] = ()) -> Matcher:
+    def load(cls, cfg: Config | None = None, learned: Iterable[tuple[str, str, str]] = (), prior: bool = True) -> Matcher:
         """The matcher the config asks for: its taxonomy (bundled, replaced or extended)
-        and threshold, plus reviewed answers."""
+        and threshold, plus reviewed answers; ``prior=False``: without the second opinion (what
+        only reads the rules, :meth:`routes`, need not fit it)."""
         if cfg is None:
-            return cls(load_taxonomy(), None, learned, load_calibration(), load_prior())
+            return cls(load_taxonomy(), None, learned, load_calibration(), load_prior() if prior else None)
         n = cfg.normalize
         path = cfg.resolve(n.taxonomy) if n.taxonomy else None
         extra = cfg.resolve(n.extra_aliases) if n.extra_aliases else None
         calib = getattr(n, "calibration", None)
         return cls(load_taxonomy(path, extra), n.auto_threshold, learned,
                    load_calibration(cfg.resolve(calib) if calib else None),
-                   load_prior() if getattr(n, "prior", True) else None)
+                   load_prior() if prior and getattr(n, "prior", True) else None)
 
     @classmethod
     def rules_only(cls, threshold: float = RULES_THRESHOLD, learned: Iterable[tuple[str, str, str]] = ()) -> Matcher:
@@ -183,6 +188,23 @@ class Matcher:
         points or calibration: what a code's score is made from."""
         keys = (canonical(part_text), canonical(symptom_text), canonical(action_text))
         return decide(self.taxonomy, CONFIDENT, self._match, self.evidence, keys)
+
+    def routes(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Per ticket of ``df`` (``part_text, symptom_text, action_text``), the calibration route
+        of each dimension's code (:func:`route_of`: how the guide's rules found it; None where
+        they found none): ``part_route, symptom_route, action_route``, the row order kept."""
+        _check(df)
+        cols = [f"{d}_text" for d in DIMENSIONS]
+        texts = df.select([pl.col(c).cast(pl.Utf8).fill_null("") for c in cols])
+        memo: dict[tuple[str, str, str], tuple] = {}
+        out = []
+        for row in texts.iter_rows():
+            if row not in memo:
+                keys = tuple(canonical(t) for t in row)
+                picked, _ = decide(self.taxonomy, CONFIDENT, self._match, self.evidence, keys)
+                memo[row] = tuple(route_of(picked[d].how, keys) if picked[d].code else None for d in DIMENSIONS)
+            out.append(memo[row])
+        return pl.DataFrame(out, schema={f"{d}_route": pl.Utf8 for d in DIMENSIONS}, orient="row")
 
     def named_parts(self, keys: tuple[str, str, str], ev=None) -> frozenset[str]:
         """The part codes a ticket's canonical texts name (not denied: "not the riser" names none)."""
@@ -266,11 +288,10 @@ class Matcher:
         if self.prior is None or not triples:
             return [None] * len(triples)
         got = self.prior.predict({d: [t[i] for t in triples] for i, d in enumerate(DIMENSIONS)})
-        # a description-only export puts one text in all three fields: a layout the prior was not
-        # fitted on (its examples have the fields apart), where its doubt measured nothing
-        return [None if t[0] == t[1] == t[2] else
-                {d: (got[d][0][i], float(got[d][1][i]), float(got[d][2][i])) for d in DIMENSIONS}
-                for i, t in enumerate(triples)]
+        # a description-only export (one text in all three fields) is asked too: the prior's
+        # examples hold every hand-written ticket in that layout as well (bench_coding_corpus.examples)
+        return [{d: (got[d][0][i], float(got[d][1][i]), float(got[d][2][i])) for d in DIMENSIONS}
+                for i in range(len(triples))]
 
     def _resolve(self, keys: tuple[str, str, str], get, ev, opinion: dict[str, tuple[str, float, float]] | None = None) -> Coded:
         picked, tags = decide(self.taxonomy, CONFIDENT, get, ev, keys)
@@ -292,8 +313,9 @@ class Matcher:
             # a tenth of a point per penalty point orders codes within one calibrated step: a
             # conflicting cue always lowers the score, if only a little where the labelled set
             # shows it does not matter
-            cal = self.calibration.score
-            score = max(0.0, round(min(cal(d, m.score), cal(d, m.score - doubt_)) - doubt_ / 10.0, 1))
+            # calibrated on the route that found the code (calibrate.Calibration.routes)
+            cal, route = self.calibration.score, route_of(m.how, keys)
+            score = max(0.0, round(min(cal(d, m.score, route), cal(d, m.score - doubt_, route)) - doubt_ / 10.0, 1))
             out += [m.code if score >= self.thresholds[d] else None, score]
         p, ps, s, ss, a, as_ = out
         return Coded(p, ps, s, ss, a, as_, p is None or s is None or a is None)
@@ -313,6 +335,11 @@ class Matcher:
             if code not in {c for c, _ in out}:
                 out.append((code, s))
         return out[:k]
+
+
+def route_of(how: str, keys: tuple[str, str, str]) -> str:
+    """The calibration route of a code found ``how`` in a ticket of canonical texts ``keys``."""
+    return f"{DESC_ROUTE}:{how}" if keys[0] and keys[0] == keys[1] == keys[2] else how
 
 
 _SCHEMA = {"part_code": pl.Utf8, "part_score": pl.Float64, "symptom_code": pl.Utf8,
