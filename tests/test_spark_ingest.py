@@ -164,7 +164,8 @@ def test_a_run_killed_before_its_commit_then_rerun_gives_the_same_tables(spark, 
     data, _, zones = fleet
     real_commit = ParquetTableStore.commit
 
-    def killed(self, *args, **kwargs):
+    def killed(self, stage, files, forget=(), written=()):
+        self._publish(written)  # the tasks' files under the names readers open
         raise KeyboardInterrupt("killed after the data, before the registry")
 
     monkeypatch.setattr(ParquetTableStore, "commit", killed)
@@ -195,3 +196,78 @@ def test_a_store_of_the_layout_before_batches_is_refused_in_one_line(tmp_path):
     pq.write_table(arrow_schema("files").empty_table(), tmp_path / "tables" / "_registry" / "v00000001.parquet")
     with pytest.raises(RuntimeError, match="layout before batches.*move it away"):
         store.registry()
+
+
+def _store_with_two_tasks(tmp_path, table: str, rows: dict[int, dict]):
+    """A store (no Spark: its writes are pyarrow's) with file ids 5 and 6 begun and each
+    written by its own task's writer (shipped as a task's is, pickled)."""
+    import pickle
+    from datetime import datetime
+
+    import pyarrow as pa
+
+    from pipeline.engine.parquet_tables import ParquetTableStore
+    from pipeline.engine.tables import conform
+
+    store = ParquetTableStore(None, str(tmp_path / "tables"))
+    store.begin("xid", [5, 6])
+    written = {i: pickle.loads(pickle.dumps(store.writer()))(table, pa.table(r)) for i, r in rows.items()}
+    files = conform("files", pa.table({
+        "file_id": [5, 6], "stage": ["xid"] * 2, "path": ["a", "b"], "size": [1, 1], "sha256": ["x", "y"],
+        **{c: [1, 1] for c in ("rows_read", "rows_loaded", "rows_quarantined")},
+        "loaded_at": [datetime(2025, 3, 3)] * 2}))
+    return store, files, written
+
+
+def _on_disk(store, table: str) -> list[tuple]:
+    import duckdb
+
+    files = sorted(str(p) for p in Path(store.table_path(table)).glob("**/*.parquet"))
+    if not files:
+        return []
+    return duckdb.sql(f"SELECT file_id, * EXCLUDE (file_id) FROM read_parquet({files}, hive_partitioning = true) "
+                      "ORDER BY ALL").fetchall()
+
+
+def test_task_files_are_read_only_once_committed_and_a_failed_attempts_never(tmp_path):
+    from datetime import datetime
+
+    import pyarrow as pa
+
+    late, early = datetime(2025, 3, 1, 23, 59), datetime(2025, 3, 2, 0, 1)
+    store, files, written = _store_with_two_tasks(tmp_path, "xid_raw", {
+        5: {"file_id": [5, 5], "ts": [late, early], "host": ["h1", "h1"]},
+        6: {"file_id": [6], "ts": [None], "host": ["h2"]},
+    })
+    # A failed attempt of the second task had written its rows too before it was run again.
+    store.writer()("xid_raw", pa.table({"file_id": [6], "ts": [None], "host": ["h2"]}))
+    assert len(written[5]) == 2 and len(written[6]) == 1  # a file per UTC day (and one for no day)
+    assert _on_disk(store, "xid_raw") == []  # written, not yet readable
+    store.commit("xid", files, written=[*written[5], *written[6]])
+    # Each row once (the failed attempt's file deleted, not published), by batch and UTC day.
+    assert [(r[0], r[-2], str(r[-1])) for r in _on_disk(store, "xid_raw")] == [
+        (5, 5, "2025-03-01"), (5, 5, "2025-03-02"), (6, 5, "None")]
+    folder = Path(store.table_path("xid_raw")) / "batch=5"
+    assert sorted(p.name for p in folder.iterdir()) == ["day=2025-03-01", "day=2025-03-02",
+                                                       "day=__HIVE_DEFAULT_PARTITION__"]
+    assert not list(folder.glob("**/.*"))
+
+
+def test_rewritten_rows_of_a_file_replace_its_rows_in_their_own_parquet_file(tmp_path):
+    import pyarrow as pa
+
+    from pipeline.engine.tables import conform
+
+    store, files, written = _store_with_two_tasks(tmp_path, "smi_headers", {
+        i: {"file_id": [i], "host": [f"h{i}"], "header_from": ["own"]} for i in (5, 6)})
+    store.commit("xid", files, written=[*written[5], *written[6]])
+    parts = sorted(Path(store.table_path("smi_headers")).glob("**/*.parquet"))
+    assert len(parts) == 2  # one per task
+    store.rewrite_files("smi_headers", conform("smi_headers", pa.table(
+        {"file_id": [6, 5], "host": ["h6", "h5"], "header_from": ["planned", "planned"]})), [5, 6])
+    import pyarrow.parquet as pq
+
+    # Each Parquet file swapped its own file's row (one rename: the old row or the new, never both).
+    assert {tuple(pq.read_table(p, columns=["file_id", "header_from"]).to_pylist()[0].values()) for p in parts} == {
+        (5, "planned"), (6, "planned")}
+    assert all(pq.read_table(p).num_rows == 1 for p in parts)

@@ -221,15 +221,13 @@ def test_a_run_killed_mid_ingest_then_rerun_gives_the_same_tables(small, no_deri
     data, uninterrupted = small
     wh = tmp_path / "wh" / "wh.duckdb"
     if where == "after a table was written":
-        real, calls = ParquetTableStore.replace_partitions, []
+        real = ParquetTableStore._publish
 
-        def dies(self, name, frame, *args, **kwargs):
-            if calls:
-                raise RuntimeError("killed mid-ingest")
-            calls.append(name)
-            return real(self, name, frame, *args, **kwargs)
+        def dies(self, written):  # one table's files published under their readable names, then killed
+            real(self, [p for p in written if "/smi_hourly/" in p])
+            raise RuntimeError("killed mid-ingest")
 
-        monkeypatch.setattr(ParquetTableStore, "replace_partitions", dies)
+        monkeypatch.setattr(ParquetTableStore, "_publish", dies)
     else:
         def dies(self, *args, **kwargs):
             raise RuntimeError("killed between the store's commit and the warehouse's")

@@ -1,4 +1,4 @@
-"""Tables as Parquet under the warehouse folder, written by Spark: the Spark table layer.
+"""Tables as Parquet under the warehouse folder, written by the ingest's tasks: the Spark table layer.
 
 Layout (``ROOT`` is ``--warehouse``: a local folder or a URL Spark and pyarrow both read)::
 
@@ -10,7 +10,11 @@ Layout (``ROOT`` is ``--warehouse``: a local folder or a URL Spark and pyarrow b
 An ingest's rows are one batch folder per table (``n``: the smallest file id it loads), split
 by UTC day: the number of Parquet files grows with the tasks and days of a night, not with
 its input files (a partition per input file made every write, listing and read pay per file).
-Every row keeps its ``file_id``. The registry version, which names each file's batch, is
+Every row keeps its ``file_id``. The parse tasks write their rows themselves
+(:class:`BatchWriter`, pyarrow) under names no reader opens (``.part-*.staged``) and return
+those names; the commit renames them to ``part-*.parquet``: one Spark job per ingest instead
+of a Spark write (its own job and commit protocol) per table, and a failed task attempt's
+files are never published. The registry version, which names each file's batch, is
 written after the data, in one file (a rename on a local or HDFS folder; an object store
 shows an object whole or not at all), and readers read only the batches it names and keep
 only the rows of file ids it lists: a run killed before that commit leaves its rows unseen,
@@ -29,14 +33,16 @@ import json
 import logging
 import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pipeline.engine.tables import DAY_COLUMN, TableStore, arrow_schema, spark_ddl
+from pipeline.engine.tables import DAY_COLUMN, TableStore, arrow_schema, conform, spark_ddl
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,58 @@ log = logging.getLogger(__name__)
 KEEP_VERSIONS = 3
 #: The store's registry: the ``files`` columns and the batch each file's rows are in.
 BATCH = pa.field("batch", pa.int64())
+#: The name Hive (and Spark) give the partition of a null value.
+NULL_DAY = "__HIVE_DEFAULT_PARTITION__"
+STAGED = ".staged"
+
+
+def _filesystem(root: str) -> tuple[pafs.FileSystem, str, str]:
+    """(pyarrow filesystem, its path of ``root``, ``root`` as Spark addresses it)."""
+    if "://" in str(root):
+        fs, base = pafs.FileSystem.from_uri(str(root))
+        return fs, base, str(root).rstrip("/")
+    return pafs.LocalFileSystem(), posixpath.abspath(str(root)), posixpath.abspath(str(root))
+
+
+def _by_day(rows: pa.Table, column: str | None) -> Iterator[tuple[str, pa.Table]]:
+    """``rows`` split by the UTC day of ``column`` (its partition folder's value)."""
+    if column is None:
+        yield NULL_DAY, rows
+        return
+    days = pc.cast(pc.cast(rows.column(column), pa.date32()), pa.int32())
+    keys = days.fill_null(np.iinfo(np.int32).min).to_numpy()
+    order = np.argsort(keys, kind="stable")
+    rows, keys = rows.take(order), keys[order]
+    values, starts = np.unique(keys, return_index=True)
+    for value, start, end in zip(values, starts, [*starts[1:], len(keys)]):
+        name = NULL_DAY if value == np.iinfo(np.int32).min else str(np.datetime64(int(value), "D"))
+        yield name, rows.slice(start, end - start)
+
+
+@dataclass(frozen=True)
+class BatchWriter:
+    """What a task of the open ingest writes its rows with (picklable: it is shipped to the
+    executors, which must reach ``root`` through pyarrow as the driver does).
+
+    A call writes a declared table's rows as one Parquet file per UTC day into the batch's
+    folders, under a name no reader opens, and returns those files' paths; only the ones
+    :meth:`ParquetTableStore.commit` receives are published, so the files of a task attempt
+    that failed (and was run again) are never read."""
+
+    root: str
+    batch: int
+
+    def __call__(self, name: str, rows: pa.Table) -> list[str]:
+        fs, base, _ = _filesystem(self.root)
+        rows = conform(name, rows)
+        written = []
+        for day, part in _by_day(rows, DAY_COLUMN.get(name)) if rows.num_rows else ():
+            folder = posixpath.join(base, "tables", name, f"batch={self.batch}", f"day={day}")
+            fs.create_dir(folder, recursive=True)
+            path = posixpath.join(folder, f".part-{uuid.uuid4().hex}{STAGED}")
+            pq.write_table(part, path, filesystem=fs)
+            written.append(path)
+        return written
 
 
 class ParquetTableStore(TableStore):
@@ -51,12 +109,7 @@ class ParquetTableStore(TableStore):
 
     def __init__(self, spark, root: str):
         self.spark = spark
-        if "://" in str(root):
-            self.fs, self._base = pafs.FileSystem.from_uri(str(root))
-            self.root = str(root).rstrip("/")
-        else:
-            self.fs = pafs.LocalFileSystem()
-            self._base = self.root = posixpath.abspath(str(root))
+        self.fs, self._base, self.root = _filesystem(root)
         self.fs.create_dir(self._fs_path("_registry"), recursive=True)
         self._batch: int | None = None  # the open ingest's batch (begin .. commit)
 
@@ -106,25 +159,10 @@ class ParquetTableStore(TableStore):
         return frame.select([F.col(c).cast("timestamp").alias(c) if t == pa.timestamp("us") else F.col(c)
                              for c, t in zip(columns, arrow_schema(name).types)])
 
-    def _with_keys(self, name: str, frame):
-        from pyspark.sql import functions as F
-
+    def writer(self) -> BatchWriter:
         if self._batch is None:
-            raise RuntimeError(f"{name}: rows written outside an ingest (call begin() first)")
-        day = DAY_COLUMN.get(name)
-        frame = frame.withColumn("batch", F.lit(self._batch).cast("bigint"))
-        frame = frame.withColumn("day", F.to_date(F.col(day)) if day else F.lit(None).cast("date"))
-        # A table without days (smi_headers, a row per file) is one Parquet file per batch, so
-        # that rewriting rows of it (rewrite_files) is one rename.
-        return frame if day else frame.coalesce(1)
-
-    def append(self, name: str, frame) -> None:
-        (self._with_keys(name, frame).write.mode("append").partitionBy(*self.PARTITION)
-         .parquet(self.table_path(name)))
-
-    def replace_partitions(self, name: str, frame, keys: Sequence[str] = TableStore.PARTITION) -> None:
-        (self._with_keys(name, frame).write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-         .partitionBy(*keys).parquet(self.table_path(name)))
+            raise RuntimeError("rows written outside an ingest (call begin() first)")
+        return BatchWriter(self.root, self._batch)
 
     def parquet_files(self, name: str, file_ids: Sequence[int]) -> list[str]:
         """The Parquet files holding these (committed) file ids' rows of a table, among
@@ -160,17 +198,22 @@ class ParquetTableStore(TableStore):
 
     def _rewrite(self, name: str, batch: int, ids: Sequence[int], rows: pa.Table | None = None) -> None:
         """Each Parquet file of a table's batch that holds rows of ``ids``: those rows removed
-        (and ``rows`` added to the first such file), written beside under a name readers
-        skip and renamed over; a file left empty is deleted."""
+        (and replaced by the ``rows`` of the same file ids: a file id's rows are in one Parquet
+        file, written by the one task that parsed it), written beside under a name readers
+        skip and renamed over; a file left empty is deleted. ``rows`` of file ids no Parquet
+        file held are written as a new file of the batch."""
         wanted = pa.array(sorted({int(i) for i in ids}), pa.int64())
         for path in self._parts(name, batch):
-            if not pc.any(pc.is_in(pq.read_table(path, columns=["file_id"], filesystem=self.fs).column("file_id"),
-                                   wanted)).as_py():
+            held = pc.unique(pq.read_table(path, columns=["file_id"], filesystem=self.fs).column("file_id"))
+            held = pc.filter(held, pc.is_in(held, wanted))
+            if not len(held):
                 continue
             old = pq.read_table(path, filesystem=self.fs)
             new = old.filter(pc.invert(pc.is_in(old.column("file_id"), wanted)))
             if rows is not None:
-                new, rows = pa.concat_tables([new, rows.select(new.column_names).cast(new.schema)]), None
+                mine = pc.is_in(rows.column("file_id"), held)
+                new = pa.concat_tables([new, rows.filter(mine).select(new.column_names).cast(new.schema)])
+                rows = rows.filter(pc.invert(mine))
             folder, base = posixpath.split(path)
             crc = posixpath.join(folder, f".{base}.crc")  # Hadoop's checksum of the old bytes
             if self.fs.get_file_info(crc).type == pafs.FileType.File:
@@ -181,15 +224,36 @@ class ParquetTableStore(TableStore):
             tmp = posixpath.join(folder, f".{uuid.uuid4().hex}.tmp")
             pq.write_table(new, tmp, filesystem=self.fs)
             self.fs.move(tmp, path)  # (a rename: the old bytes or the new, whole)
+        if rows is not None and rows.num_rows:
+            self._publish(BatchWriter(self.root, batch)(name, rows))
+
+    def _publish(self, written: Sequence[str]) -> None:
+        """Staged files (:class:`BatchWriter`'s paths) renamed to the names readers open."""
+        for path in written:
+            folder, base = posixpath.split(path)
+            if not (base.startswith(".part-") and base.endswith(STAGED)):
+                raise ValueError(f"{path}: not a file the batch writer staged")
+            self.fs.move(path, posixpath.join(folder, base[1:-len(STAGED)] + ".parquet"))
+
+    def _batch_folders(self, batch: int) -> list[str]:
+        """A batch's folder in every table that has one."""
+        if not self._exists("tables"):
+            return []
+        folders = [posixpath.join(i.path, f"batch={int(batch)}")
+                   for i in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables")))]
+        return [f for f in folders if self.fs.get_file_info(f).type == pafs.FileType.Directory]
+
+    def _sweep(self, batch: int) -> None:
+        """Delete the staged files left in a batch (a failed task attempt's, never published)."""
+        for folder in self._batch_folders(batch):
+            for f in self.fs.get_file_info(pafs.FileSelector(folder, recursive=True)):
+                if f.type == pafs.FileType.File and f.path.endswith(STAGED):
+                    self.fs.delete_file(f.path)
 
     def _drop_batch(self, batch: int) -> None:
         """Delete a batch no committed registry names (a killed ingest's), from every table."""
-        if not self._exists("tables"):
-            return
-        for info in self.fs.get_file_info(pafs.FileSelector(self._fs_path("tables"))):
-            folder = posixpath.join(info.path, f"batch={int(batch)}")
-            if self.fs.get_file_info(folder).type == pafs.FileType.Directory:
-                self.fs.delete_dir(folder)
+        for folder in self._batch_folders(batch):
+            self.fs.delete_dir(folder)
 
     # -- the registry: the commit ----------------------------------------------------------
     def _versions(self) -> list[str]:
@@ -238,7 +302,15 @@ class ParquetTableStore(TableStore):
             self._drop_batch(self._batch)  # (new ids: a folder of that name can only be a leftover)
         self._write_txn(stage, {"batch": self._batch, "file_ids": sorted(int(i) for i in file_ids)})
 
-    def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
+    def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = (), written: Sequence[str] = ()) -> None:
+        if written and self._batch is None:
+            raise RuntimeError(f"{stage}: commit of {len(written)} written file(s) without begin()")
+        # The data first, whole: the tasks' files renamed to their readable names (still in a
+        # batch no registry names, so a run killed here leaves them unread, and the next
+        # begin() deletes the batch), the files of failed task attempts deleted.
+        self._publish(written)
+        if written:
+            self._sweep(self._batch)
         current = self._registry()
         # A path committed here but never seen by the registry the ingest decided with (the
         # warehouse's, when a run died between this commit and the warehouse's copy) is

@@ -9,9 +9,12 @@ Why: a fleet of 10,000 GPUs writes a million small files a year; one machine rea
 after the other. Here the files are hashed on the executors, those the registry holds
 unchanged are skipped, and the rest are spread by host (a host's files stay together and in
 order: a headerless telemetry file continues its predecessor's header) over ``mapInArrow``
-tasks that run the very parsers of the single-machine job (:mod:`.ingest_parsers`). The rows
-are written once per table, partitioned by file and UTC day, and the registry is committed
-last: a run killed halfway leaves every table as it was, and its rerun writes the same rows.
+tasks that run the very parsers of the single-machine job (:mod:`.ingest_parsers`) and write
+their rows and quarantine lines themselves as Parquet, by table and UTC day
+(:meth:`TableStore.writer`), returning only the registry rows and the names of what they
+wrote: one Spark job parses and writes a whole ingest. The driver's commit publishes the data
+and then the registry: a run killed halfway leaves every table as it was, and its rerun writes
+the same rows.
 Input paths must be readable by every executor (a local folder in local mode, a shared
 mount on a cluster); the tables may live at any URL Spark writes.
 """
@@ -26,17 +29,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine.base import _to_arrow
-from pipeline.engine.ingest_parsers import TABLES, HostFile, HostSettings, configured_fields, input_files, parse_host
+from pipeline.engine.ingest_parsers import HostFile, HostSettings, configured_fields, input_files, parse_host
 from pipeline.engine.tables import TableStore, arrow_schema, conform
 from pipeline.vocab.hosts import host_key
 from pipeline.warehouse import FileResult
 
 log = logging.getLogger(__name__)
 
-#: Registry rows and quarantine rows travel with the tables in one task output.
-_EXTRA = ("quarantine", "files")
+#: A task's buffered rows are written once they exceed this many bytes (its memory bound).
+FLUSH_BYTES = 128 << 20
 _TASK = pa.schema([("host", pa.string()), ("path", pa.string()), ("key", pa.string()), ("file_id", pa.int64()),
                    ("order", pa.int64()), ("sha256", pa.string()), ("size", pa.int64())])
 
@@ -57,12 +61,10 @@ class IngestResult:
     retired: list[int] = field(default_factory=list)
 
 
-def envelope(stage: str) -> pa.Schema:
-    """One row shape for every table a task writes: ``_table``, then ``<table>__<column>``."""
-    fields = [pa.field("_table", pa.string())]
-    for table in (*TABLES[stage], *_EXTRA):
-        fields += [pa.field(f"{table}__{f.name}", f.type) for f in arrow_schema(table)]
-    return pa.schema(fields)
+def _task_output() -> pa.Schema:
+    """What a parse task returns: registry rows (the ``files`` columns), and rows naming a
+    file it wrote (``written``; the rest null)."""
+    return pa.schema([f.with_nullable(True) for f in arrow_schema("files")]).append(pa.field("written", pa.string()))
 
 
 def _spark_schema(schema: pa.Schema):
@@ -71,64 +73,88 @@ def _spark_schema(schema: pa.Schema):
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
-def _piece(shape: pa.Schema, table: str, data: pa.Table) -> pa.RecordBatch:
-    """``data`` (a declared table's rows) as envelope rows."""
-    data = conform(table, data)
-    n = data.num_rows
-    cols = {f"{table}__{name}": data.column(name) for name in data.column_names}
-    arrays = [pa.array([table] * n, pa.string()) if f.name == "_table"
-              else cols[f.name].combine_chunks() if f.name in cols else pa.nulls(n, f.type) for f in shape]
-    return pa.RecordBatch.from_arrays(arrays, schema=shape)
+def _digest(path: str) -> tuple[str, int]:
+    """A file's sha256 and size (the registry's test for unchanged)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest(), Path(path).stat().st_size
 
 
 def _hash_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Executor side: each file's sha256 and size (the registry's test for unchanged)."""
+    """Executor side: each file's sha256 and size."""
     for batch in batches:
         paths = batch.column("path").to_pylist()
-        digests, sizes = [], []
-        for p in paths:
-            h = hashlib.sha256()
-            with open(p, "rb") as f:
-                while block := f.read(1 << 20):
-                    h.update(block)
-            digests.append(h.hexdigest())
-            sizes.append(Path(p).stat().st_size)
-        yield pa.RecordBatch.from_pydict({"path": paths, "sha256": digests, "size": sizes})
+        digests, sizes = zip(*map(_digest, paths)) if paths else ((), ())
+        yield pa.RecordBatch.from_pydict({"path": paths, "sha256": list(digests), "size": list(sizes)},
+                                         schema=pa.schema([("path", pa.string()), ("sha256", pa.string()),
+                                                           ("size", pa.int64())]))
 
 
-def _parse_task(stage: str, settings: dict[str, HostSettings], run_id: int | None, now: datetime):
-    """The ``mapInArrow`` function: every file of the partition's hosts, in order."""
+def _parse_task(stage: str, settings: dict[str, HostSettings], run_id: int | None, now: datetime, write):
+    """The ``mapInArrow`` function: every file of the partition's hosts, in order, its rows
+    written with ``write`` (the store's writer) a buffer at a time."""
     from pipeline.warehouse import _reconciled
 
-    shape = envelope(stage)
+    shape = _task_output()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows = pa.Table.from_batches(list(batches), schema=_TASK).to_pylist()
         by_host: dict[str, list[dict]] = {}
         for row in sorted(rows, key=lambda r: (r["host"], r["order"])):
             by_host.setdefault(row["host"], []).append(row)
+        buffers: dict[str, list[pa.Table]] = {}
+        held = 0
+
+        def flush() -> Iterator[pa.RecordBatch]:
+            written = [path for table, parts in buffers.items() for path in write(table, pa.concat_tables(parts))]
+            buffers.clear()
+            if written:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(written, pa.string()) if f.name == "written" else pa.nulls(len(written), f.type)
+                     for f in shape], schema=shape)
+
         for host, items in by_host.items():
             files = [HostFile(r["path"], r["key"], r["file_id"]) for r in items]
             meta = {r["file_id"]: r for r in items}
+            registry = []
             for f, loaded in parse_host(stage, host, files, settings.get(host, HostSettings())):
                 n_rej = _reconciled(stage, f.key, loaded)
-                for table, data in loaded.tables.items():
-                    yield _piece(shape, table, _to_arrow(data))
-                yield _piece(shape, "quarantine", pa.table({
+                pieces = {table: _to_arrow(data) for table, data in loaded.tables.items()}
+                pieces["quarantine"] = pa.table({
                     "run_id": [run_id] * n_rej, "file_id": [f.file_id] * n_rej, "stage": [stage] * n_rej,
                     "source_file": [f.key] * n_rej, "line_no": [r.line_no for r in loaded.rejects],
                     "reason": [r.reason for r in loaded.rejects], "raw": [r.raw[:4000] for r in loaded.rejects],
                     "detail": [r.detail[:1000] for r in loaded.rejects], "quarantined_at": [now] * n_rej,
-                }))
+                })
+                for table, data in pieces.items():
+                    if data.num_rows:
+                        data = conform(table, data)
+                        buffers.setdefault(table, []).append(data)
+                        held += data.nbytes
                 m = meta[f.file_id]
-                yield _piece(shape, "files", pa.table({
-                    "file_id": [f.file_id], "stage": [stage], "path": [f.key], "size": [m["size"]],
-                    "sha256": [m["sha256"]], "rows_read": [loaded.rows_read], "rows_loaded": [loaded.rows_loaded],
-                    "rows_quarantined": [n_rej], "rows_skipped": [loaded.rows_skipped], "loaded_at": [now],
-                    "run_id": [run_id],
-                }))
+                sha256, size = (m["sha256"], m["size"]) if m["sha256"] is not None else _digest(m["path"])
+                registry.append({
+                    "file_id": f.file_id, "stage": stage, "path": f.key, "size": size, "sha256": sha256,
+                    "rows_read": loaded.rows_read, "rows_loaded": loaded.rows_loaded, "rows_quarantined": n_rej,
+                    "rows_skipped": loaded.rows_skipped, "loaded_at": now, "run_id": run_id, "written": None,
+                })
+            yield pa.RecordBatch.from_pylist(registry, schema=shape)
+            if held > FLUSH_BYTES:
+                yield from flush()
+                held = 0
+        yield from flush()
 
     return run
+
+
+def _parse_job(spark, todo: list[dict], parallel: int, task) -> pa.Table:
+    """One Spark job: the files spread by host over ``parallel`` tasks running ``task``, which
+    parse and write; what comes back is small (a row per file and per file written)."""
+    tasks = spark.createDataFrame(pa.Table.from_pylist(todo, schema=_TASK))
+    return (tasks.repartition(parallel, "host").sortWithinPartitions("host", "order")
+            .mapInArrow(task, _spark_schema(_task_output())).toArrow())
 
 
 def _host_settings(stage: str, cfg, hosts: list[str], zones: dict[str, str], carried: dict[str, str | None],
@@ -192,9 +218,6 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
         registry key -> the header cells the file starts with (None: none), instead of the
         ones its predecessor ended with (the header plan's pick for a headerless file).
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     data_dir = Path(data_dir)
     key_of = key_of or (lambda p: str(Path(p).resolve().relative_to(data_dir.resolve())))
     plan = input_files(stage, data_dir)
@@ -206,15 +229,20 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     if not rows:
         return result
     parallel = max(1, min(len(plan), spark.sparkContext.defaultParallelism * 4))
-    listing = spark.createDataFrame(pa.Table.from_pylist(rows, schema=_TASK))
-    hashed = (listing.select("path").repartition(parallel)
-              .mapInArrow(_hash_files, "path STRING, sha256 STRING, size BIGINT").toArrow().to_pylist())
-    digest = {h["path"]: (h["sha256"], h["size"]) for h in hashed}
     reg = (store.registry() if registry is None else registry).to_pylist()
     known = {r["path"]: r for r in reg if r["stage"] == stage}
+    # Only a file the registry knows needs its hash before the parse (unchanged: skipped); a
+    # new one is hashed by the task that parses it, so a first night (a backfill) is one job.
+    listing = [{"path": r["path"]} for r in rows if r["key"] in known]
+    digest = {}
+    if listing:
+        hashed = (spark.createDataFrame(pa.Table.from_pylist(listing, schema=pa.schema([("path", pa.string())])))
+                  .repartition(parallel).mapInArrow(_hash_files, "path STRING, sha256 STRING, size BIGINT")
+                  .toArrow().to_pylist())
+        digest = {h["path"]: (h["sha256"], h["size"]) for h in hashed}
     todo, forget = [], []
     for row in rows:
-        row["sha256"], row["size"] = digest[row["path"]]
+        row["sha256"], row["size"] = digest.get(row["path"], (None, None))
         prev = known.get(row["key"])
         if reload is None and prev is not None and prev["sha256"] == row["sha256"]:
             result.unchanged += 1
@@ -244,21 +272,10 @@ def ingest(spark, store: TableStore, stage: str, data_dir: Path, cfg, *, zones: 
     settings = _host_settings(stage, cfg, list(plan), zones or {}, carried, starts or {})
     store.begin(stage, [r["file_id"] for r in todo])
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    shape = envelope(stage)
-    tasks = spark.createDataFrame(pa.Table.from_pylist(todo, schema=_TASK))
-    parsed = (tasks.repartition(parallel, "host").sortWithinPartitions("host", "order")
-              .mapInArrow(_parse_task(stage, settings, run_id, now), _spark_schema(shape))
-              .persist(StorageLevel.MEMORY_AND_DISK))
-    try:
-        for table in (*TABLES[stage], "quarantine"):
-            cols = [F.col(f"{table}__{f.name}").alias(f.name) for f in arrow_schema(table)]
-            store.replace_partitions(table, parsed.where(F.col("_table") == table).select(cols))
-        files = (parsed.where(F.col("_table") == "files")
-                 .select([F.col(f"files__{f.name}").alias(f.name) for f in arrow_schema("files")]).toArrow())
-    finally:
-        parsed.unpersist()
-    files = conform("files", files)
-    store.commit(stage, files, forget=forget)
+    out = _parse_job(spark, todo, parallel, _parse_task(stage, settings, run_id, now, store.writer()))
+    written = out.filter(pc.is_valid(out.column("written"))).column("written").to_pylist()
+    files = conform("files", out.filter(pc.is_valid(out.column("file_id"))))
+    store.commit(stage, files, forget=forget, written=written)
     result.committed, result.retired = files.column("file_id").to_pylist(), forget
     for r in files.to_pylist():
         result.by_key[r["path"]] = FileResult(r["path"], "reloaded" if r["path"] in known else "loaded",

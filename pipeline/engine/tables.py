@@ -6,23 +6,24 @@ contract that gives the same promises there:
 
 - every ingested row carries the ``file_id`` of its source file, and an ingest's rows are
   written together (a batch), so the files written grow with a night's tasks, not its inputs;
-- :meth:`TableStore.begin` opens an ingest for some new file ids, :meth:`append` and
-  :meth:`replace_partitions` write their rows, and only :meth:`commit` (the file registry's
-  new version, written after the data) makes them visible, while retiring the rows of the
-  files they replace. A run killed before the commit leaves rows no reader sees, and the
+- :meth:`TableStore.begin` opens an ingest for some new file ids; the ingest's tasks write
+  their rows with :meth:`writer` (on the executors) and hand back what they wrote, and only
+  :meth:`commit` (the data published, then the file registry's new version) makes them
+  visible, while retiring the rows of the files they replace. A run killed before the commit leaves rows no reader sees, and the
   next :meth:`begin` deletes them; a second run of the same night finds every file in the
   registry unchanged and writes nothing;
 - :meth:`read` returns only committed rows.
 
 :class:`pipeline.engine.parquet_tables.ParquetTableStore` implements it with Parquet and
-Spark's dynamic partition overwrite; a Delta Lake or Iceberg writer would implement the same
-five methods with its own transaction log (docs/spark.md).
+pyarrow (tasks write, the driver renames at the commit); a Delta Lake or Iceberg writer would
+implement the same methods with its own transaction log, where tasks write data files and the
+driver's commit adds them (docs/spark.md).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -79,12 +80,10 @@ class TableStore(ABC):
         """The committed rows of a declared table (an engine-native frame)."""
 
     @abstractmethod
-    def append(self, name: str, frame: Any) -> None:
-        """Add rows to their partitions, keeping what those partitions already hold."""
-
-    @abstractmethod
-    def replace_partitions(self, name: str, frame: Any, keys: Sequence[str] = PARTITION) -> None:
-        """Write rows, replacing exactly the partitions (``keys`` values) they fall in."""
+    def writer(self) -> Callable[[str, pa.Table], list[str]]:
+        """For the tasks of the open ingest (picklable): ``writer(table, rows)`` writes a
+        declared table's rows (Arrow) where no reader sees them yet and returns what it wrote,
+        which the driver passes to :meth:`commit`."""
 
     @abstractmethod
     def rewrite_files(self, name: str, rows: pa.Table, file_ids: Sequence[int]) -> None:
@@ -99,8 +98,9 @@ class TableStore(ABC):
         """Open an ingest that will write ``file_ids``, deleting what a killed one left."""
 
     @abstractmethod
-    def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = ()) -> None:
-        """Publish ``files`` (registry rows of the ingest) and retire the ``forget`` file ids."""
+    def commit(self, stage: str, files: pa.Table, forget: Sequence[int] = (), written: Sequence[str] = ()) -> None:
+        """Publish the ``written`` data (what the ingest's writer calls returned) and ``files``
+        (its registry rows), and retire the ``forget`` file ids."""
 
     def next_file_id(self) -> int:
         """The first file id no committed file uses."""
