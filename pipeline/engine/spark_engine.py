@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 
 import pyarrow as pa
@@ -76,6 +77,11 @@ def spark_session(settings=None):
         # Under spark-submit (which starts the JVM and sets that variable) its --master and
         # --name decide; set here, they would override them.
         builder = builder.master(settings.master).appName(settings.app_name)
+        if settings.master.startswith("local"):
+            # A local master's Python workers run here, started as $PYSPARK_PYTHON or else
+            # the PATH's python3, which need not hold this project's dependencies (a venv
+            # used without activating it, pipx): run them with this interpreter instead.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**QUIET_CONF, **settings.conf, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     try:
