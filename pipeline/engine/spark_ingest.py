@@ -21,7 +21,6 @@ mount on a cluster); the tables may live at any URL Spark writes.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pipeline.engine.base import _to_arrow
 from pipeline.engine.ingest_parsers import HostFile, HostSettings, configured_fields, input_files, parse_host
 from pipeline.engine.tables import TableStore, arrow_schema, conform
 from pipeline.vocab.hosts import host_key
-from pipeline.warehouse import FileResult
+from pipeline.warehouse import FileResult, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +73,10 @@ def _spark_schema(schema: pa.Schema):
 
 
 def _digest(path: str) -> tuple[str, int]:
-    """A file's sha256 and size (the registry's test for unchanged)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest(), Path(path).stat().st_size
+    """A file's sha256 and size (the registry's test for unchanged), hashed as the warehouse
+    hashes: the bytes there when its size was taken."""
+    size = Path(path).stat().st_size
+    return sha256_file(Path(path), limit=size), size
 
 
 def _hash_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
