@@ -1,0 +1,25 @@
+"""Integrity of ``tests/data/coding_corpus/holdout7.csv``, the seventh blind holdout
+(``HOLDOUT7.md``): frozen by its hash, well formed, and sharing no ticket with the other corpus
+files. The coder is never run on it here: the integrator measures it once, untuned.
+"""
+import pytest
+
+# Imported so that holdout3's check of the taxonomy's code lists against CONTRACT.md runs here.
+# (It skips cleanly without ../shared.)
+from tests.test_coding_corpus_holdout3 import test_code_lists_match_the_contract  # noqa: F401
+from tests.test_coding_corpus_holdout4 import CORPUS, checks_for
+
+# Id prefix -> voice (HOLDOUT7.md describes each one).
+VOICES = {"TEL": "telco_edge", "PWC": "warranty_clerk", "LAJ": "loss_adjuster",
+          "VFX": "render_wrangler", "HMI": "hospital_bme", "JJB": "zh_shift_handover",
+          "TLS": "tw_line_startup", "MTB": "mt_bilingual", "FSU": "ev_feishu",
+          "STT": "call_transcript"}
+
+# Pinned so that any edit is deliberate: change it together with HOLDOUT7.md's "Changes".
+SHA256 = "87d41e8d1be566f7af44ab20fd0b82f63fe2b8659f6df578e1b4aea5be5853ec"
+CHECKS = checks_for(CORPUS / "holdout7.csv", SHA256, VOICES)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_holdout7_integrity(check):
+    CHECKS[check]()
