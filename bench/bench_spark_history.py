@@ -38,7 +38,7 @@ ENGINES = ("duckdb", "local[1]", "local[2]")
 STAGES = ("smi", "xid")
 
 
-def measure(engine: str, data: Path, work: Path, config: Path | None) -> dict:
+def measure(engine: str, data: Path, work: Path, config: Path | None, extra: dict[str, str] | None = None) -> dict:
     """Seconds of the session start and of each stage (with its derivation) on ``engine``:
     ``duckdb`` or a Spark master. In this process: a Spark session already running is used
     as it is (its master wins over ``engine``)."""
@@ -55,7 +55,7 @@ def measure(engine: str, data: Path, work: Path, config: Path | None) -> dict:
         cores = re.fullmatch(r"local\[(\d+)\]", engine)
         # as many shuffle partitions as cores (Spark's 200 default is per-task overhead here)
         conf = {"spark.sql.shuffle.partitions": cores.group(1)} if cores else {}
-        spark = dataclasses.replace(cfg.engine.spark, master=engine, conf={**conf, **cfg.engine.spark.conf})
+        spark = dataclasses.replace(cfg.engine.spark, master=engine, conf={**conf, **cfg.engine.spark.conf, **(extra or {})})
         cfg = with_engine(dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, spark=spark)), "spark")
         t0 = time.perf_counter()
         session = spark_session(spark)
@@ -90,13 +90,16 @@ def main() -> None:
     ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated: duckdb and Spark masters")
     ap.add_argument("--config", type=Path, default=None, help="fleetfault.toml (default: DATA/truth/fleetfault.toml)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the Spark masters, e.g. spark.driver.memory=6g (repeatable)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: one engine, JSON on stdout
     ap.add_argument("--work", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     truth = args.data / "truth" / "fleetfault.toml"
     config = args.config or (truth if truth.exists() else None)
+    extra = dict(kv.split("=", 1) for kv in args.conf)
     if args.one:
-        print(json.dumps(measure(args.one, args.data, args.work, config)))
+        print(json.dumps(measure(args.one, args.data, args.work, config, extra)))
         return
     if not args.data.exists():
         if not args.simulate:
@@ -112,8 +115,12 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--data", str(args.data), "--one", engine, "--work", tmp]
             if config:
                 cmd += ["--config", str(config)]
+            cmd += [f"--conf={kv}" for kv in args.conf]
             load = os.getloadavg()[0]  # the machine is shared: the load says how much of it we had
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+            # stdout carries the result; stderr (Spark's log, a failure's traceback) passes through
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            if done.returncode:
+                sys.exit(f"{engine}: the measurement failed (exit {done.returncode}; its stderr is above)")
             results[engine] = json.loads(done.stdout.strip().splitlines()[-1])
             r = results[engine]
             r["load_1min"] = [round(load, 1), round(os.getloadavg()[0], 1)]
