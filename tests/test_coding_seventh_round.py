@@ -182,3 +182,15 @@ def test_the_matcher_scores_a_code_on_its_opinions_band(tiny_prior):
     frame = pl.DataFrame({"part_text": [ticket[0]], "symptom_text": [ticket[1]], "action_text": [ticket[2]]})
     m = Matcher(load_taxonomy(), 0.0, calibration=banded, prior=tiny_prior)
     assert m.code_frame(frame).equals(m.code_rows(frame))
+
+
+@pytest.mark.parametrize("ticket", [
+    ("电源模块 ×1", "工单INC-55364：GPU HW Slowdown", "已更换PSU"),
+    ("gpu-c125", "gpu-c125 HW Slowdown on all GPUs during the NCCL test.", "Reseated PSUs."),
+    ("PSU", "GPU HW slowdown active", "replaced PSU 2"),
+    ("電源", "GPU 3 HW Slowdown: Active", "PSU 2 換咗"),
+])
+def test_a_slowdown_with_no_reading_takes_no_symptom_from_the_part_fixed(m, ticket):
+    picked, _ = m.picks(*ticket)
+    # rule 8: neither thermal nor power is reported, so the PSU's symptom is not implied
+    assert picked["symptom"].code != "POWER_FAULT" and picked["symptom"].how != "implied"

@@ -354,13 +354,15 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     if _sure(part, thr) and "two_parts" not in tags["part"] and symptom.code and symptom.code not in tax.part_symptoms.get(part.code, (symptom.code,)):
         # a NIC "not detected", a drive "hung": the GPU's symptom codes are not theirs (rule 10)
         symptom = Match(_first_symptom(tax, part.code), min(symptom.score, S_IMPLIED), "part_symptom")
-    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and (
+    slowdown_open = bool(tax.markers.get("slowdown_cause_unknown")) and _slowdown_rx(tax).search(symptom_key) is not None
+    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and not slowdown_open and (
             symptom.how == "vague" or (symptom.how != "undecided" and texts[1].names_part(part.code))):
         # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault; a NIC, drive or BMC
         # the symptom field reports on, with no symptom word ("smartd: Critical Warning", "网口 link
         # 断") has the symptom its part may have: OTHER (rule 10); a DIMM or CPU, whose own errors
         # have memory codes, is left to a person, and so is a symptom field that is empty or says
-        # nothing of the part ("qwxz")
+        # nothing of the part ("qwxz"); so is a "HW Slowdown" with no thermal or power reading, whatever
+        # part was then replaced or reseated (rule 8: "GPU HW Slowdown" | 已更换PSU, "Reseated PSUs")
         allowed = tax.part_symptoms.get(part.code or "", frozenset())
         other = OTHER in allowed and not any(c.startswith("MEMORY_") for c in allowed)
         implied = tax.implies_symptom.get(part.code) or (OTHER if other else None)
