@@ -208,7 +208,10 @@ def _records_of(path: Path) -> pl.DataFrame:
     if "raw" in pl.read_csv(base, n_rows=0).columns:
         recs = pl.read_csv(base, schema_overrides={"gold": pl.Utf8, "code": pl.Utf8}).with_columns(
             pl.lit(True).alias("first_sight"))
-        return recs.filter(in_half(pl.col("ticket_id"), half)) if half else recs
+        # one half's records name that half as their source (``holdout6.csv:even``): the tickets the
+        # second opinion is fitted on out of fold are read from the source, and the other half
+        # stays unread (prior_opinions)
+        return recs.filter(in_half(pl.col("ticket_id"), half)).with_columns(pl.col("source") + f":{half}") if half else recs
     rows, gold = load(path)
     return records(rows, gold, path.name).with_columns(pl.lit(False).alias("first_sight"))
 
@@ -249,16 +252,37 @@ def prior_opinions(recs: pl.DataFrame, corpus: Path, k: int) -> pl.DataFrame:
     return recs.join(pl.concat(opinions), on=["source", "ticket_id", "dimension"], how="left")
 
 
-def with_prior_doubt(recs: pl.DataFrame, corpus: Path, k: int, penalties: dict[str, float] | None = None) -> pl.DataFrame:
+def cached_opinions(recs: pl.DataFrame, corpus: Path, k: int, path: Path) -> pl.DataFrame:
+    """:func:`prior_opinions`, kept in ``path`` (Parquet): the out-of-fold opinions depend on the
+    tickets and their gold codes, not on the rules, and take several prior fits (minutes each on a
+    loaded machine). Used as they are when they hold an opinion for every record (its source,
+    ticket, dimension); else fitted again and written there."""
+    keys = ["source", "ticket_id", "dimension"]
+    if path.exists():
+        have = pl.read_parquet(path)
+        got = recs.join(have, on=keys, how="left")
+        if got["prior_p"].null_count() == 0:
+            print(f"second opinions out of fold from {path}")
+            return got
+    got = prior_opinions(recs, corpus, k)
+    got.select(*keys, "prior_code", "prior_p", "prior_q").unique(subset=keys).write_parquet(path)
+    print(f"wrote {path}")
+    return got
+
+
+def with_prior_doubt(recs: pl.DataFrame, corpus: Path, k: int, penalties: dict[str, float] | None = None,
+                     opinions: Path | None = None) -> pl.DataFrame:
     """Each record's raw score less the points the matcher's second opinion would take, that
-    opinion fitted out of fold (:func:`prior_opinions`), at the taxonomy's penalties (or
-    ``penalties``)."""
+    opinion fitted out of fold (:func:`prior_opinions`; kept in ``opinions``, :func:`cached_opinions`),
+    at the taxonomy's penalties (or ``penalties``), and ``band``: how the opinion stood to the
+    record's code (``prior.band``, the last part of its calibration route)."""
     from pipeline.normalize.matcher import PRIOR_PENALTIES
-    from pipeline.normalize.prior import PRIOR_SHIELD, doubt, shield
+    from pipeline.normalize.prior import PRIOR_SHIELD, band, doubt, shield
     from pipeline.normalize.taxonomy import load_taxonomy
 
     if "prior_code" not in recs.columns:
-        recs = prior_opinions(with_hows(recs, corpus), corpus, k)
+        recs = with_hows(recs, corpus)
+        recs = cached_opinions(recs, corpus, k, opinions) if opinions else prior_opinions(recs, corpus, k)
     tax = load_taxonomy()
     pen = penalties if penalties is not None else tax.penalties
     share = pen.get(PRIOR_SHIELD, 100.0)
@@ -269,7 +293,9 @@ def with_prior_doubt(recs: pl.DataFrame, corpus: Path, k: int, penalties: dict[s
                   recs["act"], recs["named"])]
     disagreed = (recs["prior_code"] != recs["code"]).fill_null(False).sum()
     print(f"second opinion out of fold: {disagreed} of {recs.height} codes disagreed with")
-    return recs.with_columns((pl.col("raw") - pl.Series(points, dtype=pl.Float64)).alias("raw")).drop(
+    bands = [band(c, pc, p or 0.0) for c, pc, p in zip(recs["code"], recs["prior_code"], recs["prior_p"])]
+    return recs.with_columns((pl.col("raw") - pl.Series(points, dtype=pl.Float64)).alias("raw"),
+                             pl.Series("band", bands, dtype=pl.Utf8)).drop(
         "prior_code", "prior_p", "prior_q", "act", "named")  # ``rule`` stays: the doubt is rule - raw; ``how``: the route
 
 
@@ -280,8 +306,12 @@ def routes_of(recs: pl.DataFrame) -> list[str]:
     from pipeline.normalize.matcher import DESC_ROUTE
 
     hows = recs["how"].fill_null("").to_list() if "how" in recs.columns else [""] * recs.height
-    return [f"{DESC_ROUTE}:{h}" if src.endswith(f":{DESC}") and h else DESC_ROUTE if src.endswith(f":{DESC}") else h
-            for h, src in zip(hows, recs["source"].to_list())]
+    routes = [f"{DESC_ROUTE}:{h}" if src.endswith(f":{DESC}") and h else DESC_ROUTE if src.endswith(f":{DESC}") else h
+              for h, src in zip(hows, recs["source"].to_list())]
+    if "band" not in recs.columns:
+        return routes
+    # the second opinion's band last (matcher._resolve): ``acted:unsure``; no route, no band
+    return [f"{r}:{b}" if r and b else r for r, b in zip(routes, recs["band"].to_list())]
 
 
 def sim_floor(cal, thresholds: dict[str, float | None], n: int, target: float) -> dict[str, float | None]:
@@ -342,7 +372,8 @@ def show_routes(oof: dict[str, list[float]], ok: dict[str, list[bool]], routes: 
 
 def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, per_score: bool = False,
                     inputs: tuple[Path, ...] = (), corpus: Path | None = None, sim_check: int = 0,
-                    sim_target: float = 0.9995, routed: bool = True) -> None:
+                    sim_target: float = 0.9995, routed: bool = True, opinions: Path | None = None,
+                    banded: bool = True) -> None:
     """Fit the table on labelled codes, judge it out of fold, choose the threshold there.
 
     Folds are by ticket (a stable hash of source and ticket id), so the codes of one ticket
@@ -360,7 +391,9 @@ def fit_calibration(recs: pl.DataFrame, out: Path, target: float, k: int = 5, pe
     recs = recs.with_columns(pl.struct("source", "ticket_id").map_elements(
         lambda r: fold_of(r["source"], r["ticket_id"], k), return_dtype=pl.Int64).alias("fold"))
     if corpus is not None:
-        recs = with_prior_doubt(recs, corpus, k)
+        recs = with_prior_doubt(recs, corpus, k, opinions=opinions)
+        if not banded:
+            recs = recs.drop("band")
     recs = recs.with_columns(pl.Series("route", routes_of(recs) if routed else [""] * recs.height, dtype=pl.Utf8))
     xs = {d: recs.filter(pl.col("dimension") == d)["raw"].to_list() for d in DIMS}
     ok = {d: recs.filter(pl.col("dimension") == d)["correct"].to_list() for d in DIMS}
@@ -474,6 +507,11 @@ def main() -> None:
                     help="with --fit-calibration: raise each threshold where needed so that N simulator tickets "
                          "(a seed of their own) keep --sim-target precision")
     ap.add_argument("--sim-target", type=float, default=0.9995)
+    ap.add_argument("--opinions", type=Path, default=None,
+                    help="with --fit-calibration: keep the out-of-fold second opinions in this Parquet file "
+                         "and reuse them while they cover every record (they depend on the tickets, not the rules)")
+    ap.add_argument("--no-bands", action="store_true",
+                    help="with --fit-calibration: routes without the second opinion's band (the fifth/sixth rounds' tables)")
     ap.add_argument("--write-examples", type=Path, default=None,
                     help="write the coding prior's examples (the --from corpus files and simulator tickets) here")
     ap.add_argument("--sim", type=int, default=0, help="N simulator tickets (bench_normalize's) instead of the file")
@@ -511,7 +549,8 @@ def main() -> None:
         # the second opinion's doubt, out of fold, on the corpus files the records come from
         corpus = args.file.parent if Matcher.load().prior is not None else None
         fit_calibration(recs, args.fit_calibration, args.target, inputs=tuple(args.sources), corpus=corpus,
-                        sim_check=args.sim_check, sim_target=args.sim_target)
+                        sim_check=args.sim_check, sim_target=args.sim_target, opinions=args.opinions,
+                        banded=not args.no_bands)
         return
     matcher = Matcher.load()
     if args.threshold is not None:

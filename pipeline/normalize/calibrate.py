@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import ConfigError
+from pipeline.normalize.prior import BANDS
 from pipeline.normalize.taxonomy import DIMENSIONS
 
 __all__ = ["Calibration", "cross_validate", "fit", "load_calibration", "reliability", "route_groups", "threshold_for"]
@@ -42,6 +43,10 @@ PRIOR = 20.0  # ... shrunk towards its isotonic step by this many pseudo-codes
 #: (bench/RESULTS.md, sixth round): a route needs about as many codes as the simulator's check
 #: has of it to speak for both
 MIN_ROUTE = 500
+#: ... and a route split by how the second opinion stood to its codes (``acted:unsure``, the last
+#: part of the route: ``prior.BANDS``) at least this many: the band is the calibration's second
+#: axis (the rule's score, the opinion's stance), so it needs fewer codes than a route of its own
+MIN_BAND = 150
 
 
 @dataclass(frozen=True)
@@ -230,7 +235,7 @@ def fit(raw: dict[str, list[float]], correct: dict[str, list[bool]], source: str
         groups = [route_groups(x) for x in rs]
         for r in sorted({g for gs in groups for g in gs}):
             sel = [i for i, gs in enumerate(groups) if r in gs]
-            if len(sel) >= MIN_ROUTE:
+            if len(sel) >= (MIN_BAND if r.rsplit(":", 1)[-1] in BANDS else MIN_ROUTE):
                 own = fit({d: [raw[d][i] for i in sel]}, {d: [correct[d][i] for i in sel]}, per_score=per_score)
                 by_route.setdefault(d, {})[r] = own.points[d]
     return Calibration(points, source, routes=by_route)

@@ -354,19 +354,78 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     if _sure(part, thr) and "two_parts" not in tags["part"] and symptom.code and symptom.code not in tax.part_symptoms.get(part.code, (symptom.code,)):
         # a NIC "not detected", a drive "hung": the GPU's symptom codes are not theirs (rule 10)
         symptom = Match(_first_symptom(tax, part.code), min(symptom.score, S_IMPLIED), "part_symptom")
-    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and (
+    slowdown_open = bool(tax.markers.get("slowdown_cause_unknown")) and _slowdown_rx(tax).search(symptom_key) is not None
+    if symptom.code is None and _sure(part, thr) and "two_parts" not in tags["part"] and not slowdown_open and (
             symptom.how == "vague" or (symptom.how != "undecided" and texts[1].names_part(part.code))):
         # "Redundancy Lost" on a fan is a fan fault; on a PSU a power fault; a NIC, drive or BMC
         # the symptom field reports on, with no symptom word ("smartd: Critical Warning", "网口 link
         # 断") has the symptom its part may have: OTHER (rule 10); a DIMM or CPU, whose own errors
         # have memory codes, is left to a person, and so is a symptom field that is empty or says
-        # nothing of the part ("qwxz")
+        # nothing of the part ("qwxz"); so is a "HW Slowdown" with no thermal or power reading, whatever
+        # part was then replaced or reseated (rule 8: "GPU HW Slowdown" | 已更换PSU, "Reseated PSUs")
         allowed = tax.part_symptoms.get(part.code or "", frozenset())
         other = OTHER in allowed and not any(c.startswith("MEMORY_") for c in allowed)
         implied = tax.implies_symptom.get(part.code) or (OTHER if other else None)
         if implied:
             symptom = Match(implied, min(part.score, S_IMPLIED), "implied")
+    part, action = _decline(tax, keys, part, action, act, named or next((p[2] for p in texts[0].parts), None))
     return {"part": part, "symptom": symptom, "action": action}, tags
+
+
+def _decline(tax: Taxonomy, keys: tuple[str, str, str], part: Match, action: Match, act: str | None,
+             named: str | None) -> tuple[Match, Match]:
+    """The part (and action) a careful engineer would not write, where the words leave the fault's
+    part open (CODING-GUIDE: when they point several ways, a person decides; rule 13). ``act`` is
+    the action done (None: none found), ``named`` a part the part field names (None: none).
+
+    * a swap done as a test whose result is not told ("swapped GPU 3 and GPU 5 between slots to see
+      whether the fault follows"; 对调测试，继续观察), unless a replacement followed it;
+    * a part ordered, in transit or awaited and none fitted, reseated or cleaned, where the part
+      field names no part ("整機" | 主機板已訂貨，尚未到貨): the part at fault is a diagnosis not
+      yet proved. Where the part field names it ("GPU" | "new GPU ordered, ETA fri") the corpus's
+      writers code it (HOLDOUT2.md: "part coded when the text names it"; 17 of 18 such tickets
+      in the tuning files), and so does the matcher;
+    * a resolution that says only that something was done ("Done.", "fixed", 已处理) and no action
+      found anywhere: what was done to which part is not said;
+    * a fault still being observed whose resolution reads as "nothing done" (NONE): the action is
+      not yet known, and neither is a verdict of no fault.
+
+    A verdict (no fault, a software fix) found in the words stands. The phrases are data
+    (``markers.trial``, ``trial_verdict``, ``awaiting``, ``bare_resolution``, ``observing``); a
+    declined code keeps its score and goes to review (``how`` ``declined``).
+    """
+    g, mk = tax.guide, tax.markers
+    if g is None:
+        return part, action
+
+    def said(marker: str) -> bool:
+        return bool(mk.get(marker)) and any(_phrases_rx(tuple(mk[marker])).search(k) for k in keys)
+
+    if act == g.no_fault_action and said("observing"):
+        action = Match(None, action.score, "declined")
+        if part.how == "no_fault":
+            return Match(None, part.score, "declined"), action
+    if part.code is None or part.how in ("no_fault", "software"):
+        return part, action
+    if (said("trial") and not said("trial_verdict") and act not in g.replaced) or \
+            (said("awaiting") and act not in g.fixes and named is None) or (act is None and _bare(tax, keys[2])):
+        part = Match(None, part.score, "declined")
+    return part, action
+
+
+def _bare(tax: Taxonomy, key: str) -> bool:
+    """Whether a canonical resolution says only that something was done ("Done.", "Resolution:
+    fixed", 【處置】已處理), a field label before it aside (``markers.bare_resolution``)."""
+    words = tax.markers.get("bare_resolution")
+    if not words or not key:
+        return False
+    labels = tax.markers.get("resolution_labels", ())
+    rest = key
+    for label in sorted(labels, key=len, reverse=True):
+        if rest.startswith(label) and rest != label:
+            rest = rest[len(label):].strip()
+            break
+    return rest in words
 
 
 def _no_cause(tax: Taxonomy, symptom: Match, key: str) -> Match:

@@ -32,7 +32,7 @@ from pipeline.normalize.calibrate import Calibration, load_calibration
 from pipeline.normalize.canonical import canonical
 from pipeline.normalize.glued import Splitter, vocabulary
 from pipeline.normalize.guide import Evidence, Reader, decide
-from pipeline.normalize.prior import PRIOR_SHIELD, Prior, doubt, load_prior, shield
+from pipeline.normalize.prior import PRIOR_SHIELD, Prior, band, doubt, load_prior, shield
 from pipeline.normalize.taxonomy import DIMENSIONS, Taxonomy, load_taxonomy
 
 if TYPE_CHECKING:
@@ -315,6 +315,10 @@ class Matcher:
             # shows it does not matter
             # calibrated on the route that found the code (calibrate.Calibration.routes)
             cal, route = self.calibration.score, route_of(m.how, keys)
+            if opinion is not None and m.how != "learned":
+                # the opinion's band: a table fitted on codes the opinion stood to alike, where the
+                # labelled set holds enough of them (calibrate.MIN_BAND), else the route's
+                route = f"{route}:{band(m.code, opinion[d][0], opinion[d][1])}"
             score = max(0.0, round(min(cal(d, m.score, route), cal(d, m.score - doubt_, route)) - doubt_ / 10.0, 1))
             out += [m.code if score >= self.thresholds[d] else None, score]
         p, ps, s, ss, a, as_ = out

@@ -38,7 +38,8 @@ import polars as pl
 
 from pipeline.normalize.taxonomy import DIMENSIONS
 
-__all__ = ["PRIOR_SHIELD", "UNDECIDED", "Prior", "default_examples_path", "doubt", "fit", "load_prior", "read_examples", "shield"]
+__all__ = ["BANDS", "PRIOR_SHIELD", "UNDECIDED", "Prior", "band", "default_examples_path", "doubt", "fit", "load_prior",
+           "read_examples", "shield"]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,24 @@ def doubt(rule_code: str, prior_code: str | None, p: float, p_undecided: float,
     if prior_code != rule_code:
         return disagree
     return unsure * max(0.0, SURE - float(p)) / SURE + undecided * float(p_undecided)
+
+
+#: How the second opinion stands to a rule code (:func:`band`): the last part of the code's
+#: calibration route, so that the calibration reads the rule's score and the opinion together (a
+#: table per route and band, ``calibrate.Calibration.routes``) rather than the rule's score less
+#: a fixed number of points for the doubt.
+BANDS = ("agrees", "unsure", "differs")
+
+
+def band(rule_code: str, prior_code: str | None, p: float) -> str | None:
+    """``agrees``: the opinion reads the rule's code at least :data:`SURE`; ``unsure``: it reads
+    it less probably; ``differs``: it reads another code or "a person could not decide"; None
+    without an opinion."""
+    if prior_code is None:
+        return None
+    if prior_code != rule_code:
+        return BANDS[2]
+    return BANDS[0] if float(p) >= SURE else BANDS[1]
 
 
 #: The penalty (``penalties:`` in the taxonomy) that is the share, in percent, of its points the

@@ -27,7 +27,7 @@ MARKERS = ("cause_follows", "cause_precedes", "not_done_before", "not_done_after
            "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns",
            "awaiting", "noun_replace",
            "slowdown_cause_unknown", "cable_ends", "not_a_verdict", "reinstall", "no_slowdown_cause", "server_untouched",
-           "still_open")
+           "still_open", "trial_verdict", "bare_resolution", "resolution_labels", "observing")
 PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported",
              "prior_disagrees", "prior_unsure", "prior_undecided", "prior_acted_share")
 
