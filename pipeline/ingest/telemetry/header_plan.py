@@ -260,12 +260,12 @@ class _Candidates:
         self.files = files
         self.lasts = [j for j, g in enumerate(files) if g.own_last]
         self.firsts = [j for j, g in enumerate(files) if g.own_first]
-        # Each distinct header by a number: the plan looks a file's candidates up several
-        # times, and hashing a field list calls Python once per field.
-        ids: dict[tuple[Field, ...], int] = {}
-        self._last_ids = [ids.setdefault(tuple(files[j].own_last), len(ids)) for j in self.lasts]
-        self._first_ids = [ids.setdefault(tuple(files[j].own_first), len(ids)) for j in self.firsts]
-        self.headers = list(ids)  # number -> fields
+        # Each distinct header by a number, found the first time a file's header is a
+        # candidate: the plan looks a file's candidates up several times, and hashing a
+        # field list calls Python once per field.
+        self._ids: dict[tuple[Field, ...], int] = {}
+        self._id_of: dict[tuple[int, bool], int] = {}  # (place, last) -> number
+        self.headers: list[tuple[Field, ...]] = []  # number -> fields
 
     def count(self, i: int) -> int:
         return bisect.bisect_left(self.lasts, i) + len(self.firsts) - bisect.bisect_left(self.firsts, i)
@@ -280,13 +280,20 @@ class _Candidates:
     def get(self, i: int, k: int) -> tuple[tuple[Field, ...], str]:
         """File ``i``'s ``k``-th candidate: (its fields, the file it comes from)."""
         at, last = self._at(i, k)
-        g = self.files[(self.lasts if last else self.firsts)[at]]
-        return self.headers[(self._last_ids if last else self._first_ids)[at]], g.key
+        return self.headers[self.id(i, k)], self.files[(self.lasts if last else self.firsts)[at]].key
 
     def id(self, i: int, k: int) -> int:
         """The number of file ``i``'s ``k``-th candidate header (:attr:`headers`)."""
-        at, last = self._at(i, k)
-        return (self._last_ids if last else self._first_ids)[at]
+        place = self._at(i, k)
+        hit = self._id_of.get(place)
+        if hit is None:
+            at, last = place
+            g = self.files[(self.lasts if last else self.firsts)[at]]
+            fields = tuple(g.own_last if last else g.own_first)
+            hit = self._id_of[place] = self._ids.setdefault(fields, len(self._ids))
+            if hit == len(self.headers):
+                self.headers.append(fields)
+        return hit
 
 
 def _first_fits(files: Sequence[HostFile], heads: _Candidates) -> dict[int, Start]:
