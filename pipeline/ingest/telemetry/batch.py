@@ -405,7 +405,8 @@ def _to_utc(df: pl.DataFrame) -> pl.DataFrame:
     zones = []
     tzs = df["_tz"].unique().to_list()
     # (a batch mostly holds one zone's hosts: then its rows are not split and put together again)
-    parts = [(tzs[0], df)] if len(tzs) == 1 else [(tz, part) for (tz,), part in df.partition_by("_tz", as_dict=True).items()]
+    parts = ([(tzs[0], df)] if len(tzs) == 1
+             else [(tz, part) for (tz,), part in df.partition_by("_tz", as_dict=True).items()])
     for tz, part in parts:
         zones.append(_hourly_utc(part, tz).with_columns(host=pl.coalesce(pl.col("line_host"), pl.col("_host"))))
     cols = schema("smi_hourly").names
@@ -416,7 +417,8 @@ def _hourly_utc(df: pl.DataFrame, tz: str) -> pl.DataFrame:
     """Local hours and first/last times to UTC in ``tz``.
 
     Each distinct local hour is converted once and its shift looked up per row: on hourly
-    logs a row is a line, and the zone conversion per row cost five times the lookup.
+    logs a row is a line, and a zone conversion per row costs far more than a lookup
+    (bench/RESULTS.md).
     """
     local = pl.col("hour_local").cast(pl.Datetime("us"))
     hours = df.select(local.unique().drop_nulls())
