@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import os
 import pstats
 import resource
 import shutil
@@ -66,12 +67,14 @@ def main() -> None:
         acc.clear()
         prof = cProfile.Profile(time.process_time) if args.profile else None
         cpu, wall = time.process_time(), time.perf_counter()
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         if prof:
             prof.enable()
         run_pipeline(cfg, args.data, wh, out, stages=["smi"])
         if prof:
             prof.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        end = resource.getrusage(resource.RUSAGE_SELF)
         con = duckdb.connect(str(wh), read_only=True)
         counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
         con.close()
@@ -79,6 +82,9 @@ def main() -> None:
             shutil.copyfile(wh, args.keep)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"smi stage + gpu_days: {cpu:.1f} s CPU, {wall:.1f} s wall, peak RSS {rss:.0f} MiB; {counts}")
+    # (system time and minor page faults: memory handed back and touched again shows here)
+    print(f"  user {end.ru_utime - ru.ru_utime:.2f} s, system {end.ru_stime - ru.ru_stime:.2f} s, "
+          f"{end.ru_minflt - ru.ru_minflt} minor page faults, load {os.getloadavg()[0]:.1f}")
     stmts = 0.0
     for step, (n, c, w) in sorted(acc.items(), key=lambda kv: -kv[1][1]):
         stmts += c

@@ -145,3 +145,27 @@ def test_a_large_file_is_read_in_its_batch_like_alone(tmp_path):
         assert (b.rows_read, b.rows_loaded, b.rejects) == (a.rows_read, a.rows_loaded, a.rejects)
         assert _facts(b).equals(_facts(a)) and fb is not None
     assert batched[1][0].rows_loaded == 12 * 30
+
+
+def test_local_hours_to_utc_by_distinct_hour_match_row_by_row():
+    # Each distinct local hour is converted once and looked up per row: the rows must be
+    # those a conversion of every row gives, a skipped and a repeated DST hour included.
+    from datetime import datetime
+
+    from pipeline.ingest.telemetry.batch import _hourly_utc
+    from pipeline.timeutil import local_to_utc_expr
+
+    hours = [datetime(2026, 3, 8, 2), datetime(2026, 3, 8, 2), datetime(2026, 3, 8, 3), datetime(2026, 11, 1, 1),
+             datetime(2026, 11, 1, 1), datetime(2026, 11, 1, 2), None, datetime(2026, 7, 1, 0)]
+    df = pl.DataFrame({"hour_local": hours, "ts_first": [h and h.replace(minute=5) for h in hours],
+                       "ts_last": [h and h.replace(minute=55) for h in hours], "file_id": list(range(len(hours)))},
+                      schema={"hour_local": pl.Datetime("us"), "ts_first": pl.Datetime("us"),
+                              "ts_last": pl.Datetime("us"), "file_id": pl.Int32})
+    for tz in ("America/Los_Angeles", "Europe/Berlin", "UTC"):
+        got = _hourly_utc(df, tz)
+        local = pl.col("hour_local")
+        want = df.with_columns(hour=local_to_utc_expr(local, tz)).with_columns(
+            ts_first=pl.col("ts_first") + (pl.col("hour") - local), ts_last=pl.col("ts_last") + (pl.col("hour") - local),
+            file_id=pl.col("file_id").cast(pl.Int64))
+        assert got.select(want.columns).equals(want), tz
+    assert _hourly_utc(df, "America/Los_Angeles")["hour"][0] == datetime(2026, 3, 8, 10)  # (clock-forward answer)

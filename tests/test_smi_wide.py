@@ -138,6 +138,22 @@ def test_count_lines():
             assert (got and (got.lines, got.commas)) == want, data
 
 
+@pytest.mark.parametrize("block", [1, 2, 3, 7])
+def test_count_lines_across_blocks(tmp_path, monkeypatch, block):
+    # The file is counted a block at a time: a CRLF, a comma or the last byte cut by a
+    # block's end counts as in one read.
+    from pipeline.ingest.telemetry import read
+
+    p = tmp_path / "x.csv"
+    for data, nl in [(b"a, b\r\nc, d\r\ne", "\r\n"), (b"a,b\nc\n\n,", "\n"), (b"a, b\rc\r", "\r"),
+                     (b"a\r\nb\nc", "\r\n"), (b"x, y\n" * 5, "\n")]:
+        p.write_bytes(data)
+        whole = count_lines(p, nl)
+        monkeypatch.setattr(read, "_COUNT_BLOCK", block)
+        assert count_lines(p, nl) == whole, (data, block)
+        monkeypatch.undo()
+
+
 # -- what the columns read leaves unchecked per line is safe -----------------------------------
 
 _VALUES = ["45", "-3", "45.5", "1e3", "+7", "[N/A]", "N/A", "", "[GPU is lost]", "nan", "inf", "4x5", "Yes",

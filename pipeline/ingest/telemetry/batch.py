@@ -403,18 +403,29 @@ def _to_utc(df: pl.DataFrame) -> pl.DataFrame:
     from pipeline.schemas import schema
 
     zones = []
-    for (tz,), part in df.partition_by("_tz", as_dict=True).items():
+    tzs = df["_tz"].unique().to_list()
+    # (a batch mostly holds one zone's hosts: then its rows are not split and put together again)
+    parts = ([(tzs[0], df)] if len(tzs) == 1
+             else [(tz, part) for (tz,), part in df.partition_by("_tz", as_dict=True).items()])
+    for tz, part in parts:
         zones.append(_hourly_utc(part, tz).with_columns(host=pl.coalesce(pl.col("line_host"), pl.col("_host"))))
     cols = schema("smi_hourly").names
     return pl.concat([z.select(cols) for z in zones]) if zones else _no_hourly()
 
 
 def _hourly_utc(df: pl.DataFrame, tz: str) -> pl.DataFrame:
-    """Local hours and first/last times to UTC in ``tz``."""
-    hour_utc = local_to_utc_expr(pl.col("hour_local").cast(pl.Datetime("us")), tz)
-    shift = hour_utc - pl.col("hour_local").cast(pl.Datetime("us"))
+    """Local hours and first/last times to UTC in ``tz``.
+
+    Each distinct local hour is converted once and its shift looked up per row: on hourly
+    logs a row is a line, and a zone conversion per row costs far more than a lookup
+    (bench/RESULTS.md).
+    """
+    local = pl.col("hour_local").cast(pl.Datetime("us"))
+    hours = df.select(local.unique().drop_nulls())
+    shifts = hours.select(local, (local_to_utc_expr(local, tz) - local).alias("shift"))
+    shift = local.replace_strict(shifts["hour_local"], shifts["shift"], default=None)
     return df.with_columns(
-        hour=hour_utc,
+        hour=local + shift,
         ts_first=pl.col("ts_first").cast(pl.Datetime("us")) + shift,
         ts_last=pl.col("ts_last").cast(pl.Datetime("us")) + shift,
         file_id=pl.col("file_id").cast(pl.Int64),

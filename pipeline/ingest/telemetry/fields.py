@@ -224,6 +224,8 @@ def is_marker(text: str) -> bool:
 
 def is_time(text: str) -> bool:
     """Python twin of the ``ts`` cleaning in :func:`clean_sql`: one of :data:`TIMESTAMP_FORMATS`."""
+    if not "0" <= text[:1] <= "9":  # (as the SQL: every format starts with the year's digits;
+        return False  # six failing strptime calls on every model name a header fit reads are slow)
     for fmt in TIMESTAMP_FORMATS:
         try:
             datetime.strptime(text, fmt)

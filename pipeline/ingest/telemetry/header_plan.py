@@ -153,7 +153,7 @@ def values_read(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> list[
     headerless file a day has thousands of sample rows, and a ``VALUES`` list of every
     cell costs more to quote and parse than to check."""
     checks = [b for i, f in enumerate(fields) if (b := bad_sql(f, f"c{i}"))]
-    clean = [not any("\x00" in c for c in cells) for cells in rows]  # (NUL: junk, never a value)
+    clean = ["\x00" not in "".join(cells) for cells in rows]  # (NUL: junk, never a value)
     if not checks or not any(clean):
         return clean if checks else [True] * len(rows)
     kept = [k for k, ok in enumerate(clean) if ok]
@@ -183,7 +183,7 @@ def fits_many(fields: Sequence[Field], samples: Sequence[Sequence[str]]) -> list
     n = len(fields)
     wholes = []
     for sample in samples:
-        whole = [[c.strip() for c in s.split(",")] for s in sample]
+        whole = [list(map(str.strip, s.split(","))) for s in sample]
         whole = [cells for cells in whole if len(cells) == n]
         wholes.append(whole if whole and len(whole) >= len(sample) - 1 else [])
     rows = [cells for whole in wholes for cells in whole]
@@ -260,18 +260,40 @@ class _Candidates:
         self.files = files
         self.lasts = [j for j, g in enumerate(files) if g.own_last]
         self.firsts = [j for j, g in enumerate(files) if g.own_first]
+        # Each distinct header by a number, found the first time a file's header is a
+        # candidate: the plan looks a file's candidates up several times, and hashing a
+        # field list calls Python once per field.
+        self._ids: dict[tuple[Field, ...], int] = {}
+        self._id_of: dict[tuple[int, bool], int] = {}  # (place, last) -> number
+        self.headers: list[tuple[Field, ...]] = []  # number -> fields
 
     def count(self, i: int) -> int:
         return bisect.bisect_left(self.lasts, i) + len(self.firsts) - bisect.bisect_left(self.firsts, i)
 
-    def get(self, i: int, k: int) -> tuple[tuple[Field, ...], str]:
-        """File ``i``'s ``k``-th candidate: (its fields, the file it comes from)."""
+    def _at(self, i: int, k: int) -> tuple[int, bool]:
+        """Where file ``i``'s ``k``-th candidate is: its place in ``lasts`` (True) or ``firsts``."""
         before = bisect.bisect_left(self.lasts, i)
         if k < before:
-            g = self.files[self.lasts[before - 1 - k]]
-            return tuple(g.own_last), g.key
-        g = self.files[self.firsts[bisect.bisect_left(self.firsts, i) + k - before]]
-        return tuple(g.own_first), g.key
+            return before - 1 - k, True
+        return bisect.bisect_left(self.firsts, i) + k - before, False
+
+    def get(self, i: int, k: int) -> tuple[tuple[Field, ...], str]:
+        """File ``i``'s ``k``-th candidate: (its fields, the file it comes from)."""
+        at, last = self._at(i, k)
+        return self.headers[self.id(i, k)], self.files[(self.lasts if last else self.firsts)[at]].key
+
+    def id(self, i: int, k: int) -> int:
+        """The number of file ``i``'s ``k``-th candidate header (:attr:`headers`)."""
+        place = self._at(i, k)
+        hit = self._id_of.get(place)
+        if hit is None:
+            at, last = place
+            g = self.files[(self.lasts if last else self.firsts)[at]]
+            fields = tuple(g.own_last if last else g.own_first)
+            hit = self._id_of[place] = self._ids.setdefault(fields, len(self._ids))
+            if hit == len(self.headers):
+                self.headers.append(fields)
+        return hit
 
 
 def _first_fits(files: Sequence[HostFile], heads: _Candidates) -> dict[int, Start]:
@@ -281,20 +303,20 @@ def _first_fits(files: Sequence[HostFile], heads: _Candidates) -> dict[int, Star
     copytruncate host's files (which mostly fit their first) cost one round, not one
     statement per header of the host for every file."""
     picks: dict[int, Start] = {}
-    tried: dict[tuple[tuple[Field, ...], int], bool] = {}
+    tried: dict[tuple[int, int], bool] = {}  # (header number, file) -> fits
     nxt = {i: 0 for i, f in enumerate(files) if not f.starts_with_header and heads.count(i) and f.lines()}
     while nxt:
-        ask: dict[tuple[Field, ...], list[int]] = {}
+        ask: dict[int, list[int]] = {}
         for i, k in nxt.items():
-            ask.setdefault(heads.get(i, k)[0], []).append(i)
+            ask.setdefault(heads.id(i, k), []).append(i)
         for h, idx in ask.items():
-            for i, ok in zip(idx, fits_many(list(h), [files[i].lines() for i in idx])):
+            for i, ok in zip(idx, fits_many(list(heads.headers[h]), [files[i].lines() for i in idx])):
                 tried[(h, i)] = ok
         for i in list(nxt):
             k, n = nxt[i], heads.count(i)
-            while k < n and tried.get((heads.get(i, k)[0], i)) is False:
+            while k < n and tried.get((heads.id(i, k), i)) is False:
                 k += 1  # (a header already found not to fit: the next candidate)
-            if k < n and tried.get((heads.get(i, k)[0], i)):
+            if k < n and tried.get((heads.id(i, k), i)):
                 flds, key = heads.get(i, k)
                 picks[i] = Start(list(flds), key)
                 del nxt[i]
