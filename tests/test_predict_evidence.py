@@ -234,6 +234,38 @@ def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path)
     assert other == 0
 
 
+def test_an_observed_replacement_is_dated_by_its_ticket_still_open_then(tmp_path):
+    """A replacement whose ticket's part is not coded is no failure in ``failures``; telemetry
+    sees the swap at the GPU's last sample, a day or two after the ticket opened. Dated there,
+    the day the ticket opened would be scored, its features counting the ticket's open and its
+    label the failure: the ticket would reveal the failure. Dated at the open, it cannot. An
+    earlier ticket closed before the swap (a reseat) is another matter and dates nothing."""
+    bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
+    last = {}
+    for case in ("uncoded", "reseat_only"):
+        with Warehouse(tmp_path / f"{case}.duckdb") as wh:
+            _fleet(wh)
+            wh.con.execute("INSERT INTO inventory_observed (serial, host, pci_bus_id, first_seen, last_seen) "
+                           "VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?)",
+                           ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1)]).fetchall()
+            extra = [("TKB", "GPU", "RESEAT", _ts(24), _ts(25))]
+            if case == "uncoded":
+                extra.append(("TKA", None, "REPLACE", _ts(28, 9), _ts(30, 12)))
+            wh.insert("tickets", pl.DataFrame([
+                {"ticket_id": t, "serial": "x79_old", "host": "h0", "slot": 1, "part_code": part, "action_code": act,
+                 "opened_at": o, "closed_at": c, "service_point": "hand", "review": False}
+                for t, part, act, o, c in extra], schema_overrides={"part_code": pl.Utf8}))
+            build_features(wh, Config())
+            rows = wh.con.execute("SELECT day, label, tickets_opened_1d, tickets_opened_7d FROM features "
+                                  "WHERE serial = 'x79_old' ORDER BY day").df()
+        days = pd.to_datetime(rows["day"]).dt.date
+        last[case] = days.max()
+        fail = _day(28) if case == "uncoded" else _day(29)
+        assert rows["label"].astype(bool).tolist() == [(fail - d).days <= 7 for d in days], case
+        assert rows["tickets_opened_1d"].sum() == 1 and rows.set_index(days).loc[_day(24), "tickets_opened_1d"] == 1
+    assert last == {"uncoded": _day(27), "reseat_only": _day(28)}
+
+
 def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_path):
     from pipeline.predict.toy import write_toy_fleet
     from pipeline.predict.track import track_record
