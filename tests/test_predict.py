@@ -241,6 +241,36 @@ def test_a_candidate_no_better_than_the_evidence_score_is_not_promoted(trained, 
     assert version.startswith("evidence")
 
 
+def test_a_model_saved_with_other_features_is_refused_then_retrained(trained, monkeypatch, tmp_path):
+    """A card lists the features its model was trained on: one saved before a feature was
+    added or dropped (here: before the tickets' open was counted and ``days_since_ticket``
+    dropped) is not fed columns it never saw; the evidence score ranks, and the next night
+    retrains instead of reusing it."""
+    import json
+    import shutil
+
+    from sklearn.dummy import DummyClassifier
+
+    path, mdir, _, result = trained
+    copy, mcopy = tmp_path / "wh.duckdb", tmp_path / "models"
+    copy.write_bytes(Path(path).read_bytes())
+    shutil.copytree(mdir, mcopy)
+    card_path = mcopy / f"{result.version}.json"
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    old = [c for c in card["features"] if not c.startswith("tickets_opened_") and c != "days_since_ticket_open"]
+    card["features"] = old[:old.index("reseats_prior") + 1] + ["days_since_ticket"] + old[old.index("reseats_prior") + 1:]
+    card_path.write_text(json.dumps(card), encoding="utf-8")
+    monkeypatch.setattr(model, "fit_raw", lambda X, y, *, seed=0, threads=1: DummyClassifier(strategy="prior").fit(X, y))
+    with Warehouse(copy) as wh:
+        last = wh.con.execute("SELECT max(day) FROM features").fetchall()[0][0]
+        _, version, notes = rank_gpus(wh, Config(), mcopy, last)
+        res = train(wh, FAST, mcopy, None)
+    assert model.current_version(mdir) == result.version  # it was the promoted model
+    assert version.startswith("evidence")
+    assert any(f"model {result.version} was trained on other features" in n for n in notes)
+    assert res.version not in (None, result.version) and not any("not retrained" in n for n in res.notes)
+
+
 def test_too_little_history_falls_back_to_the_evidence_score(wh, tmp_path):
     from pipeline.predict.stage import run as stage_run
     from pipeline.run import RunContext

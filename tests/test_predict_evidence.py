@@ -234,6 +234,38 @@ def test_replacements_observed_in_telemetry_label_the_days_before_them(tmp_path)
     assert other == 0
 
 
+def test_an_observed_replacement_is_dated_by_its_ticket_still_open_then(tmp_path):
+    """A replacement whose ticket's part is not coded is no failure in ``failures``; telemetry
+    sees the swap at the GPU's last sample, a day or two after the ticket opened. Dated there,
+    the day the ticket opened would be scored, its features counting the ticket's open and its
+    label the failure: the ticket would reveal the failure. Dated at the open, it cannot. An
+    earlier ticket closed before the swap (a reseat) is another matter and dates nothing."""
+    bus = "0000:11:00.0"  # x79_old sits in slot 1 of host h0
+    last = {}
+    for case in ("uncoded", "reseat_only"):
+        with Warehouse(tmp_path / f"{case}.duckdb") as wh:
+            _fleet(wh)
+            wh.con.execute("INSERT INTO inventory_observed (serial, host, pci_bus_id, first_seen, last_seen) "
+                           "VALUES (?, 'h0', ?, ?, ?), ('NEW1', 'h0', ?, ?, ?)",
+                           ["x79_old", bus, _ts(0), _ts(29, 23), bus, _ts(30, 2), _ts(DAYS - 1)]).fetchall()
+            extra = [("TKB", "GPU", "RESEAT", _ts(24), _ts(25))]
+            if case == "uncoded":
+                extra.append(("TKA", None, "REPLACE", _ts(28, 9), _ts(30, 12)))
+            wh.insert("tickets", pl.DataFrame([
+                {"ticket_id": t, "serial": "x79_old", "host": "h0", "slot": 1, "part_code": part, "action_code": act,
+                 "opened_at": o, "closed_at": c, "service_point": "hand", "review": False}
+                for t, part, act, o, c in extra], schema_overrides={"part_code": pl.Utf8}))
+            build_features(wh, Config())
+            rows = wh.con.execute("SELECT day, label, tickets_opened_1d, tickets_opened_7d FROM features "
+                                  "WHERE serial = 'x79_old' ORDER BY day").df()
+        days = pd.to_datetime(rows["day"]).dt.date
+        last[case] = days.max()
+        fail = _day(28) if case == "uncoded" else _day(29)
+        assert rows["label"].astype(bool).tolist() == [(fail - d).days <= 7 for d in days], case
+        assert rows["tickets_opened_1d"].sum() == 1 and rows.set_index(days).loc[_day(24), "tickets_opened_1d"] == 1
+    assert last == {"uncoded": _day(27), "reseat_only": _day(28)}
+
+
 def test_track_record_counts_failures_catches_and_false_alarms_per_month(tmp_path):
     from pipeline.predict.toy import write_toy_fleet
     from pipeline.predict.track import track_record
@@ -425,21 +457,27 @@ def test_features_date_a_fix_by_its_close(tmp_path):
 def test_a_day_s_features_never_use_how_a_later_close_ends(tmp_path):
     """A ticket opened on day 34 and still open on day 36: whether it later ends in a reseat,
     in something else or not at all must not change any feature of days up to 36 (counted from
-    the open, the reseat was known before the close)."""
+    the open, the reseat was known before the close). The open itself counts from day 34 in
+    every case, whatever the outcome. Ended in the GPU's replacement, the failure is dated by
+    that open: the GPU's last scored day is 33, and nothing before it sees the ticket."""
+    from pipeline.stats.failures import build_failures
+
     seen = _day(DAYS - 4)
     cols = ", ".join(f'"{c}"' for c in ("serial", "day", *FEATURES))
     names = list(PLANTED)
     rows, last = {}, {}
-    for later in ("open", "RESEAT", "MONITOR", "riser"):
+    for later in ("open", "RESEAT", "MONITOR", "riser", "replaced"):
         with Warehouse(tmp_path / f"{later}.duckdb") as wh:
             _fleet(wh)
             closed = None if later == "open" else _ts(DAYS - 2, 9)
-            part, act = ("PCIE_RISER", "REPLACE") if later == "riser" else ("GPU", None if later == "open" else later)
+            part, act = {"riser": ("PCIE_RISER", "REPLACE"), "replaced": ("GPU", "REPLACE"),
+                         "open": ("GPU", None)}.get(later, ("GPU", later))
             wh.insert("tickets", pl.DataFrame([
                 {"ticket_id": "TKL", "serial": "x79_twice", "host": f"h{names.index('x79_twice') // 8}",
                  "slot": names.index("x79_twice") % 8, "part_code": part, "action_code": act,
                  "opened_at": _ts(DAYS - 6, 12), "closed_at": closed, "service_point": "hand", "review": False}],
                 schema_overrides={"closed_at": pl.Datetime("us"), "action_code": pl.Utf8}))
+            build_failures(wh, Config().stats)
             build_features(wh, Config())
             rows[later] = wh.con.execute(f"SELECT {cols} FROM features WHERE day <= ? ORDER BY serial, day",
                                          [seen]).df()
@@ -448,5 +486,39 @@ def test_a_day_s_features_never_use_how_a_later_close_ends(tmp_path):
     assert len(rows["open"]) == len(PLANTED) * (DAYS - 3)
     for later in ("RESEAT", "MONITOR", "riser"):
         pd.testing.assert_frame_equal(rows[later], rows["open"])
+    # the open is known from its day on, the same whatever follows: the test sees the ticket
+    gpu = rows["open"][rows["open"]["serial"] == "x79_twice"]
+    gpu = gpu.set_index(pd.to_datetime(gpu["day"]).dt.date)
+    assert gpu.loc[_day(DAYS - 7), ["tickets_opened_7d", "days_since_ticket_open"]].tolist() == [0, 999]
+    assert gpu.loc[_day(DAYS - 6), ["tickets_opened_1d", "tickets_opened_7d", "days_since_ticket_open"]].tolist() == [1, 1, 0]
+    assert gpu.loc[seen, ["tickets_opened_1d", "tickets_opened_7d", "days_since_ticket_open"]].tolist() == [0, 1, 2]
     # after the close the outcome is known and counts: the test sees the ticket
-    assert last == {"open": (0, 0), "RESEAT": (1, 1), "MONITOR": (1, 0), "riser": (1, 0)}
+    assert last == {"open": (0, 0), "RESEAT": (1, 1), "MONITOR": (1, 0), "riser": (1, 0), "replaced": None}
+    # a replacement: its ticket's open is the failure day, never a scored day, so no day before
+    # it knows the ticket (a live night, before the close, would see it open: the open counts)
+    mine = rows["replaced"]["serial"] == "x79_twice"
+    assert pd.to_datetime(rows["replaced"].loc[mine, "day"]).max().date() == _day(DAYS - 7)
+    before = rows["open"][(rows["open"]["serial"] != "x79_twice")
+                          | (pd.to_datetime(rows["open"]["day"]).dt.date < _day(DAYS - 6))].reset_index(drop=True)
+    # (its host mates count the failure from its day on: host_failures_30d, the only difference)
+    pd.testing.assert_frame_equal(rows["replaced"].drop(columns="host_failures_30d"),
+                                  before.drop(columns="host_failures_30d"))
+
+
+def test_a_ticket_opened_lately_raises_the_gpu_until_a_fix_answers_it():
+    base = pd.DataFrame({"tickets_opened_1d": [0.0], "tickets_opened_7d": [0.0], "tickets_opened_30d": [0.0],
+                         "days_since_ticket_open": [999.0], "days_since_fix": [999.0]})
+    today = base.assign(tickets_opened_1d=1.0, tickets_opened_7d=1.0, tickets_opened_30d=1.0, days_since_ticket_open=0.0)
+    week = today.assign(tickets_opened_1d=0.0, days_since_ticket_open=3.0)
+    month = week.assign(tickets_opened_7d=0.0, days_since_ticket_open=20.0)
+    s = [evidence.score(f)[0] for f in (today, week, month, base)]
+    assert s[0] > s[1] > s[2] > s[3] == 0  # recent reports weigh more; none, nothing
+    # closed by a fix after the open: answered, weighs less (the fix then counts as an earlier ticket)
+    fixed = week.assign(days_since_fix=1.0)
+    assert 0 < evidence.terms(fixed)["ticket_opened"][0] < evidence.terms(week)["ticket_opened"][0]
+    assert evidence.terms(week.assign(days_since_fix=5.0))["ticket_opened"][0] == evidence.terms(week)["ticket_opened"][0]
+    from pipeline.predict.evidence_words import describe
+
+    assert describe(today.iloc[0].to_dict(), evidence.terms(today).iloc[0].to_dict()) == "1 ticket opened on this GPU today"
+    assert describe(fixed.iloc[0].to_dict(), evidence.terms(fixed).iloc[0].to_dict()) == \
+        "1 ticket opened on this GPU in 7 days (a fix closed 1 day ago)"

@@ -2,7 +2,7 @@
 
 Reads and writes nothing (works on a ``features`` frame). The score is a sum of terms, one
 per kind of evidence (each Xid class, ECC, retired pages and row remapping, a narrowed PCIe
-link, heat, lost samples, earlier reseats and tickets), each its weight in
+link, heat, lost samples, earlier reseats and tickets, tickets opened lately), each its weight in
 ``pipeline/declared/predict_evidence.yaml`` times a non-decreasing function of the GPU's own
 numbers: more evidence never lowers the score, and an application Xid adds nothing. It is
 not fitted to anything; a fleet's failures only set its scale:
@@ -44,7 +44,7 @@ TERM_ORDER: tuple[str, ...] = (
     "xid_fatal", "remap_failed", "xid_memory", "ecc_uncorrected", "pcie_narrow", "pcie_deficit", "xid_nvlink",
     "xid_pcie", "remap_pending", "lost_markers", "xid_gsp_hang", "remap_uncorrectable", "retired_recent",
     "retired_pages", "lost_samples", "thermal_throttle", "heat", "xid_sbe", "ecc_trend", "ecc_corrected",
-    "reseats", "pcie_replay", "tickets", "xid_driver", "xid_other", "sxid_host", "xid_app",
+    "reseats", "ticket_opened", "pcie_replay", "tickets", "xid_driver", "xid_other", "sxid_host", "xid_app",
 )
 
 #: The features columns the score reads (besides ``model``, ``host`` and ``day``).
@@ -55,6 +55,7 @@ INPUTS: tuple[str, ...] = (
     "pcie_replay_7d", "temp_vs_host_7d", "temp_vs_model_7d", "temp_vs_own_before", "throttle_thermal_7d", "samples_vs_own_1d",
     "lost_marker_days_1d", "lost_marker_days_7d", "sxid_host_7d", "reseats_prior", "tickets_prior",
     "pcie_narrow_days_1d", "days_since_fix", "days_since_hw_evidence",
+    "tickets_opened_1d", "tickets_opened_7d", "tickets_opened_30d", "days_since_ticket_open",
 )
 
 #: Fewest failures (distinct replaced GPUs) in the labelled history before the fleet's own
@@ -134,21 +135,28 @@ def terms(frame: pd.DataFrame, w: Weights | None = None) -> pd.DataFrame:
     reseats = _col(frame, "reseats_prior")
     out["reseats"] = t["reseats"]["weight"] * _log2p(reseats)
     out["tickets"] = t["tickets"]["weight"] * _log2p(_col(frame, "tickets_prior") - reseats)
+    # From the open, whatever the outcome: a report about this GPU, answered once a fix closes
+    # after it (the fix itself then counts as a reseat or an earlier ticket).
+    o1, o7, o30 = (_col(frame, f"tickets_opened_{n}d") for n in (1, 7, 30))
+    answered = _after_fix(frame, r["after_fix"], seen="days_since_ticket_open")
+    out["ticket_opened"] = t["ticket_opened"]["weight"] * _log2p(
+        r["today"] * o1 + answered * (r["week"] * (o7 - o1) + r["month"] * (o30 - o7)))
     return pd.DataFrame({k: out[k] for k in TERM_ORDER}, index=frame.index)
 
 
-def _after_fix(frame: pd.DataFrame, factor: float) -> np.ndarray:
+def _after_fix(frame: pd.DataFrame, factor: float, seen: str = "days_since_hw_evidence") -> np.ndarray:
     """``factor`` where a ticket closed without a replacement on or after the day of the GPU's
-    last hardware evidence (a hardware-class Xid, a failing-GPU marker, a narrowed link),
-    else 1. Days, not hours: a lost GPU is marked until the reseat that day, so evidence that
-    stops on the day of the fix is what the fix answered; a fault that comes back shows on a
-    later day, which lifts the discount (so does any evidence today after an earlier fix).
-    A frame without the two columns (an older warehouse) is never discounted."""
-    if "days_since_fix" not in frame.columns or "days_since_hw_evidence" not in frame.columns:
+    last hardware evidence (a hardware-class Xid, a failing-GPU marker, a narrowed link; or
+    the day the column ``seen`` counts from, e.g. a ticket's last open), else 1. Days, not
+    hours: a lost GPU is marked until the reseat that day, so evidence that stops on the day
+    of the fix is what the fix answered; a fault that comes back shows on a later day, which
+    lifts the discount (so does any evidence today after an earlier fix). A frame without
+    the two columns (an older warehouse) is never discounted."""
+    if "days_since_fix" not in frame.columns or seen not in frame.columns:
         return np.ones(len(frame))
     fixed = pd.to_numeric(frame["days_since_fix"], errors="coerce").fillna(999).to_numpy(dtype=float)
-    seen = pd.to_numeric(frame["days_since_hw_evidence"], errors="coerce").fillna(999).to_numpy(dtype=float)
-    return np.where((fixed <= seen) & (fixed < 999), factor, 1.0)
+    last = pd.to_numeric(frame[seen], errors="coerce").fillna(999).to_numpy(dtype=float)
+    return np.where((fixed <= last) & (fixed < 999), factor, 1.0)
 
 
 def _heat_excess(frame: pd.DataFrame) -> np.ndarray:

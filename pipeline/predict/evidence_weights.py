@@ -32,7 +32,7 @@ TERMS: dict[str, tuple[str, ...]] = {
     "retired_pages": (), "retired_recent": (), "remap_pending": (), "remap_failed": (),
     "remap_uncorrectable": (), "pcie_narrow": (), "pcie_deficit": ("scale_lanes",), "pcie_replay": ("scale",),
     "heat": ("margin_c",), "thermal_throttle": (), "lost_samples": ("margin",), "lost_markers": (),
-    "sxid_host": (), "reseats": (), "tickets": (),
+    "sxid_host": (), "reseats": (), "tickets": (), "ticket_opened": (),
 }
 
 

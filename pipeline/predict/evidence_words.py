@@ -107,7 +107,20 @@ WORDS: dict[str, Callable[[dict], str]] = {
     "sxid_host": lambda r: f"NVSwitch SXid ×{_v(r, 'sxid_host_7d'):.0f} on its host in 7 days",
     "reseats": lambda r: f"reseated {_plural(_v(r, 'reseats_prior'), 'time')} before",
     "tickets": lambda r: _plural(_v(r, "tickets_prior") - _v(r, "reseats_prior"), "earlier ticket"),
+    "ticket_opened": lambda r: _opened(r),
 }
+
+
+def _opened(row: dict) -> str:
+    """Tickets opened on the GPU lately, and whether a fix has closed after the last one."""
+    n1, n7, n30 = (_v(row, f"tickets_opened_{w}d") for w in (1, 7, 30))
+    when = "today" if n1 else ("in 7 days" if n7 else "in 30 days")
+    words = f"{_plural(n1 or n7 or n30, 'ticket')} opened on this GPU {when}"
+    fixed, last = row.get("days_since_fix"), row.get("days_since_ticket_open")
+    if fixed is not None and last is not None and not pd.isna(fixed) and not pd.isna(last) and float(fixed) < 999 \
+            and float(fixed) <= float(last):
+        words += f" (a fix closed {'today' if fixed == 0 else _plural(float(fixed), 'day') + ' ago'})"
+    return words
 
 
 #: The terms a fix answers (``recency.after_fix`` in pipeline/declared/predict_evidence.yaml).

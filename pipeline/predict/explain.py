@@ -118,12 +118,17 @@ def _host(row) -> str | None:
 
 
 def _history(row) -> str | None:
+    parts = []
+    opened = int(_v(row, "tickets_opened_30d"))
+    if opened:
+        parts.append(f"{opened} ticket{'s' if opened > 1 else ''} opened in 30 days, "
+                     f"last {int(_v(row, 'days_since_ticket_open'))} days ago")
     n = int(_v(row, "tickets_prior"))
-    if not n:
-        return None
-    r = int(_v(row, "reseats_prior"))
-    return (f"{n} earlier ticket{'s' if n > 1 else ''}" + (f" ({r} reseat{'s' if r > 1 else ''})" if r else "")
-            + f", last {int(_v(row, 'days_since_ticket'))} days ago")
+    if n:
+        r = int(_v(row, "reseats_prior"))
+        parts.append(f"{n} earlier ticket{'s' if n > 1 else ''}" + (f" ({r} reseat{'s' if r > 1 else ''})" if r else "")
+                     + f", last closed {int(_v(row, 'days_since_fix'))} days ago")
+    return ", ".join(parts) or None
 
 
 def _telemetry(row) -> str | None:
@@ -156,7 +161,8 @@ GROUPS: dict[str, tuple[list[str], Callable]] = {
     "power": (["power_mean_7d", "power_vs_model_7d", "util_mean_7d", "sm_clock_vs_model_7d", "fan_mean_7d",
                "fan_vs_model_7d", "power_brake_7d"], _power),
     "host": (["sxid_host_7d", "sxid_host_30d", "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d"], _host),
-    "history": (["tickets_prior", "reseats_prior", "days_since_ticket"], _history),
+    "history": (["tickets_prior", "reseats_prior", "days_since_fix", "tickets_opened_1d", "tickets_opened_7d",
+                 "tickets_opened_30d", "days_since_ticket_open"], _history),
     "telemetry": (["samples_vs_own_1d", "telemetry_days_7d", "lost_markers_7d"], _telemetry),
     "fleet": (["slot", "age_days", "model", "vendor", "site", "batch"], _fleet),
 }

@@ -4,7 +4,8 @@ Reads ``inventory``, ``gpu_days``, ``xid_events``, ``tickets`` and the failure e
 (:mod:`pipeline.predict.labels`). Writes ``features``: one row per inventory serial and
 UTC day in service, with rolling 1/7/30-day windows, trends against the GPU's own past
 and against its model's fleet median that day, Xid counts by code and severity, SXid on
-its host, prior tickets and reseats, age, fleet position and host-level signals.
+its host, earlier tickets and reseats (from their close, when the outcome is known), tickets
+opened lately (from their open, whatever their outcome), age, fleet position and host-level signals.
 
 Every window looks backwards only (``ROWS BETWEEN n PRECEDING AND CURRENT ROW`` over a
 dense day grid), and the fleet medians use only the same day, so a row for day *d* never
@@ -64,7 +65,7 @@ _NUMERIC_BASE: tuple[str, ...] = (
     "xid_crit_1d", "xid_crit_7d", "xid_crit_30d", "xid_warn_7d", "xid_warn_30d",
     "xid_app_7d", "xid_all_30d", "days_since_crit_xid",
     "sxid_host_7d", "sxid_host_30d",
-    "tickets_prior", "reseats_prior", "days_since_ticket",
+    "tickets_prior", "reseats_prior",
     "host_failures_30d", "host_xid_crit_7d_others", "host_temp_vs_model_7d",
 )
 
@@ -75,7 +76,8 @@ CLASS_COUNTS: tuple[str, ...] = tuple(f"xc_{k}_{w}d" for k in XID_CLASSES for w 
 NUMERIC: tuple[str, ...] = _NUMERIC_BASE + tuple(
     f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30)
 ) + CLASS_COUNTS + ("lost_markers_7d", "lost_marker_days_1d", "lost_marker_days_7d", "pcie_narrow_days_1d",
-                   "days_since_fix", "days_since_hw_evidence")
+                   "days_since_fix", "days_since_hw_evidence",
+                   "tickets_opened_1d", "tickets_opened_7d", "tickets_opened_30d", "days_since_ticket_open")
 
 #: The gpu_days column counting failing-GPU marker samples ([GPU is lost], [GPU requires reset],
 #: [Unknown Error]); absent from warehouses built before the telemetry ingest counted them.
@@ -190,6 +192,16 @@ tk AS (
     AND NOT (coalesce(part_code IN ({parts}), false) AND coalesce(action_code IN ({actions}), false))
   GROUP BY ALL
 ),
+op AS (
+  -- Every ticket on the GPU dated by its open, whatever its outcome and whether it has closed:
+  -- on the night it opens, someone has reported this GPU and nothing more is known. No close
+  -- type, no action, no part: a feature of day d must not depend on how a later close ends.
+  -- A replacement's ticket opens on its failure day (the failure is dated by that open), which
+  -- is past the GPU's last scored day, so a failure's own ticket is never seen here.
+  SELECT serial, CAST(opened_at AS DATE) AS day, count(*) AS n
+  FROM tickets WHERE serial IS NOT NULL AND opened_at IS NOT NULL
+  GROUP BY ALL
+),
 hf AS (
   SELECT inv.host, f.fday AS day, count(*) AS n
   FROM fails f JOIN inv USING (serial) GROUP BY ALL
@@ -197,13 +209,15 @@ hf AS (
 base AS (
   SELECT g.serial, g.day, g.host, g.model, g.vendor, g.site, g.batch, g.slot, g.inst, g.first_fday,
     t.*, x.*,
-    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, hf.n AS host_fails,
+    hx.sxid AS host_sxid, hx.crit AS host_crit, tk.n AS tickets, tk.reseats AS reseats, op.n AS opened,
+    hf.n AS host_fails,
     {d.day_diff("DATE '1970-01-01'", "g.day")} AS dn
   FROM grid g
   LEFT JOIN tele t ON t.t_serial = g.serial AND t.t_day = g.day
   LEFT JOIN xd x ON x.x_serial = g.serial AND x.x_day = g.day
   LEFT JOIN hx ON hx.host = g.host AND hx.day = g.day
   LEFT JOIN tk ON tk.serial = g.serial AND tk.day = g.day
+  LEFT JOIN op ON op.serial = g.serial AND op.day = g.day
   LEFT JOIN hf ON hf.host = g.host AND hf.day = g.day
 ),
 roll AS (
@@ -262,6 +276,10 @@ roll AS (
     sum(coalesce(tickets, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS tickets_prior,
     sum(coalesce(reseats, 0)) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS reseats_prior,
     max(CASE WHEN tickets > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_ticket_day,
+    CAST(sum(coalesce(opened, 0)) OVER {w1} AS DOUBLE) AS tickets_opened_1d,
+    CAST(sum(coalesce(opened, 0)) OVER {w7} AS DOUBLE) AS tickets_opened_7d,
+    CAST(sum(coalesce(opened, 0)) OVER {w30} AS DOUBLE) AS tickets_opened_30d,
+    max(CASE WHEN opened > 0 THEN day END) OVER (PARTITION BY serial ORDER BY day ROWS UNBOUNDED PRECEDING) AS last_open_day,
     -- Hardware evidence a fix answers: an Xid of a hardware class or a failing-GPU marker
     -- (a narrowed link is added in the next step, where the link's full width is known).
     CASE WHEN {hw_xid} > 0 OR coalesce(lost_markers, 0) > 0 THEN 1 ELSE 0 END AS hw_today,
@@ -318,8 +336,7 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   CAST(coalesce({d.day_diff("last_crit_day", "day")}, 999) AS DOUBLE) AS days_since_crit_xid,
   sxid_host_7d, sxid_host_30d,
   tickets_prior, reseats_prior,
-  CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_ticket,
-  -- A fix is a ticket closed without a replacement, the tickets counted above: the same day.
+  -- A fix is a ticket closed without a replacement, the tickets counted above.
   CAST(coalesce({d.day_diff("last_ticket_day", "day")}, 999) AS DOUBLE) AS days_since_fix,
   CAST(coalesce({d.day_diff("last_hw_day", "day")}, 999) AS DOUBLE) AS days_since_hw_evidence,
   host_failures_30d,
@@ -328,6 +345,8 @@ SELECT serial, day, host, pci_bus_id, model, vendor, site, batch,
   {", ".join(f"xid{c}_{w}d" for c in XID_CODES for w in (7, 30))},
   {", ".join(CLASS_COUNTS)}, lost_markers_7d, lost_marker_days_1d, lost_marker_days_7d,
   CAST(pcie_narrow_days_1d AS DOUBLE) AS pcie_narrow_days_1d,
+  tickets_opened_1d, tickets_opened_7d, tickets_opened_30d,
+  CAST(coalesce({d.day_diff("last_open_day", "day")}, 999) AS DOUBLE) AS days_since_ticket_open,
   CASE
     WHEN first_fday IS NOT NULL AND {d.day_diff("day", "first_fday")} <= (SELECT h FROM bounds) THEN true
     WHEN day + (SELECT h FROM bounds) > (SELECT d1 FROM bounds) THEN NULL
