@@ -58,6 +58,15 @@ def test_keep_samples_is_refused_on_spark_in_one_line():
             make()
 
 
+def test_a_local_master_s_driver_gets_half_the_memory_unless_the_config_names_it():
+    from pipeline.engine.spark_engine import local_driver_memory
+
+    gib = 2**30
+    assert local_driver_memory({}, 24 * gib) == {"spark.driver.memory": "12g"}
+    assert local_driver_memory({}, 1 * gib) == {"spark.driver.memory": "1g"}  # never under Spark's own 1 g
+    assert local_driver_memory({"spark.driver.memory": "3g"}, 24 * gib) == {}
+
+
 def test_cli_rejects_an_unknown_engine_in_one_line(cli, capsys):
     assert cli("run", "--engine", "sprak", "--data", SAMPLE) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -38,6 +38,24 @@ REQUIRED_CONF = {
 QUIET_CONF = {"spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR"}
 
 
+def local_driver_memory(conf: dict[str, str], ram_bytes: int) -> dict[str, str]:
+    """``spark.driver.memory`` for a local master when the config sets none: half the
+    machine's memory (at least Spark's own 1 g).
+
+    On a cluster the driver only plans and collects, and Spark's 1 g default suits it; on a
+    local master the driver's JVM is also the executor, so every task's rows, shuffles and
+    results live in that one heap, and a first run over a year of history does not fit in
+    1 g. The heap is a ceiling, not a reservation, so half the memory costs nothing the run
+    does not use. A config (or ``spark-submit --driver-memory``) that names it wins."""
+    if "spark.driver.memory" in conf:
+        return {}
+    return {"spark.driver.memory": f"{max(1, ram_bytes // 2 // 2**30)}g"}
+
+
+def _ram_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def _import_pyspark():
     try:
         from pyspark.sql import SparkSession
@@ -82,6 +100,8 @@ def spark_session(settings=None):
             # the PATH's python3, which need not hold this project's dependencies (a venv
             # used without activating it, pipx): run them with this interpreter instead.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            for key, value in local_driver_memory(settings.conf, _ram_bytes()).items():
+                builder = builder.config(key, value)
     for key, value in {**QUIET_CONF, **settings.conf, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     try:
