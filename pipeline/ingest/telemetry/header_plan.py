@@ -279,12 +279,15 @@ class _Candidates:
 
     def get(self, i: int, k: int) -> tuple[tuple[Field, ...], str]:
         """File ``i``'s ``k``-th candidate: (its fields, the file it comes from)."""
-        at, last = self._at(i, k)
-        return self.headers[self.id(i, k)], self.files[(self.lasts if last else self.firsts)[at]].key
+        place = self._at(i, k)
+        at, last = place
+        return self.headers[self._number(place)], self.files[(self.lasts if last else self.firsts)[at]].key
 
     def id(self, i: int, k: int) -> int:
         """The number of file ``i``'s ``k``-th candidate header (:attr:`headers`)."""
-        place = self._at(i, k)
+        return self._number(self._at(i, k))
+
+    def _number(self, place: tuple[int, bool]) -> int:
         hit = self._id_of.get(place)
         if hit is None:
             at, last = place
