@@ -39,6 +39,21 @@ def test_migration_adds_missing_columns_and_sets_version(tmp_path):
         assert wh.schema_version == SCHEMA_VERSION
 
 
+def test_version_2_drops_the_features_column_that_left_the_declared_table(tmp_path):
+    path = tmp_path / "v1.duckdb"
+    Warehouse(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("alter table features add column days_since_ticket double")
+    con.execute("update schema_meta set value = '1' where key = 'version'")
+    con.close()
+    with Warehouse(path) as wh:
+        cols = [r[0] for r in wh.engine.rows(
+            "select column_name from information_schema.columns where table_name = 'features'", step="test")]
+        assert "days_since_ticket" not in cols
+        assert cols == wh.schemas["features"].names
+        assert wh.schema_version == SCHEMA_VERSION == 2
+
+
 def test_newer_warehouse_is_refused(tmp_path):
     path = tmp_path / "new.duckdb"
     Warehouse(path).close()
