@@ -11,7 +11,7 @@ from tests.test_coding_corpus_holdout3 import test_code_lists_match_the_contract
 from tests.test_coding_corpus_holdout4 import CORPUS, checks_for
 
 # Pinned so that any edit is deliberate: change it together with HOLDOUT8.md's "Changes".
-SHA256 = "3dec6f0b6fa27d2d246800ad1604d03595ee265ebee19f3c9a80b2c74380eef5"
+SHA256 = "ba3ba1dfb43170323e460831cea19b9c2dfbdab95060055fabd0a6c3e1dfaa6f"
 
 # Id prefix -> voice, one writer each (the table in HOLDOUT8.md).
 VOICES = dict(
