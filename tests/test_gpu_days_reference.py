@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from itertools import pairwise
 from statistics import median
 
 import polars as pl
@@ -91,7 +92,7 @@ def _reference(inventory, rows):
     out = {}
     for key, hours in by_gpu.items():
         hours.sort(key=lambda r: (r["ts_first"], r["ts_last"]))
-        gaps = [(b["ts_first"] - a["ts_last"]).total_seconds() for a, b in zip(hours, hours[1:])
+        gaps = [(b["ts_first"] - a["ts_last"]).total_seconds() for a, b in pairwise(hours)
                 if b["ts_first"] > a["ts_last"]]
         gap = median(gaps) if gaps else None
         days: dict = {}
