@@ -95,7 +95,7 @@ class Peek:
     line: str
     newline: str
     gzip: bool
-    sample: list[str] | None = None
+    sample: tuple[str, ...] | None = None
 
 
 def peek(path: Path) -> Peek | None:
@@ -114,7 +114,7 @@ def peek(path: Path) -> Peek | None:
     line, gz = line.lstrip("\ufeff"), head[:2] == sniff.GZIP_MAGIC
     # (a gzip head is never taken as the whole file: a second member would lie beyond it)
     sample = None if _header_fields(line) else header_plan.head_sample_of(text, whole and not gz and not gz_error)
-    return Peek(line, newline, gz, sample)
+    return Peek(line, newline, gz, None if sample is None else tuple(sample))
 
 
 def peek_many(paths: list[Path]) -> dict[Path, Peek | None]:
@@ -543,7 +543,7 @@ def _load_runs(con, runs: list[Run], *, single, start_of, firsts, peeks, head_sa
             if lay is not None:
                 firsts[path] = hf
                 if pk.sample is not None:
-                    head_samples[path] = pk.sample
+                    head_samples[path] = list(pk.sample)
             if lay is None:
                 res = single(path, fid, current, run)
                 mine.append(_Pick(start=current, result=res))
