@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.ingest.telemetry.fields import parse_fields
 from pipeline.ingest.telemetry.header_plan import HostFile, fits, plan_starts, scan
@@ -179,3 +181,40 @@ def test_parse_smi_reads_files_before_the_first_header(tmp_path):
     assert {r.detail.split(":")[0] for r in rejects} == {str(files[-1])}
     assert df.height == 50 and df["name"].drop_nulls().unique().to_list() == ["NVIDIA H100 80GB HBM3"]
     assert df.filter(pl.col("power_draw") > 250).height == 42  # A: 300-340 W; B (200-230 W) read as B
+
+
+# -- the sample a headerless file is fitted by, from the stage's peek at its head ------------
+
+_PIECES = [*_a(2, 10), "", "   ", A, "2026/07/02 10:00:00.000, 0, SN0, \u00e9t\u00e9, 50, 300.50 W", "x" * 300]
+
+
+@settings(max_examples=60, deadline=None)
+@given(picks=st.lists(st.integers(0, len(_PIECES) - 1), max_size=40), long=st.integers(0, 12), filler=st.integers(0, 700),
+       ends=st.sampled_from(["\n", "\r\n", "\r", "mixed"]), bom=st.booleans(), gz=st.booleans(),
+       unterminated=st.booleans())
+def test_the_peeks_head_sample_is_the_files(picks, long, filler, ends, bom, gz, unterminated):
+    """Where the peek's first bytes settle a headerless file's sample, it is the one the
+    header plan would read from the file (line ends, a cut at 64 KiB, BOM, gzip)."""
+    import gzip
+    import tempfile
+    from pathlib import Path
+
+    from pipeline.ingest.telemetry import batch
+    from pipeline.ingest.telemetry.header_plan import head_sample
+
+    # (9 KB lines: the 64 KiB head may end before the sample is complete)
+    lines = [_PIECES[k] for k in picks] + ["y" * 9000] * long + [_a(3, 10)[k % 6] for k in range(filler)] + [A, *_a(4, 1)]
+    if not lines[0].strip() or lines[0] == A:
+        lines.insert(0, _a(1, 1)[0])  # the stage takes a sample only of files that start with data
+    seps = ["\n", "\r\n", "\r"] if ends == "mixed" else [ends]
+    text = "".join(ln + seps[k % len(seps)] for k, ln in enumerate(lines))
+    raw = (("\ufeff" if bom else "") + (text.rstrip("\r\n") if unterminated else text)).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "smi.csv"
+        path.write_bytes(gzip.compress(raw) if gz else raw)
+        pk = batch.peek(path)
+        assert pk is not None
+        want = head_sample(path)
+        assert pk.sample is None or list(pk.sample) == want
+        if not gz and (len(raw) < 1 << 16 or not long):  # (short lines: the sample ends within 64 KiB)
+            assert pk.sample is not None and list(pk.sample) == want  # settled: the file is not opened again

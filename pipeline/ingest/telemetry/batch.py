@@ -36,7 +36,7 @@ import polars as pl
 
 from pipeline.errors import EngineError
 from pipeline.ingest import sniff
-from pipeline.ingest.telemetry import facts
+from pipeline.ingest.telemetry import facts, header_plan
 from pipeline.ingest.telemetry.fields import (
     ALIASES,
     Field,
@@ -88,11 +88,14 @@ class Layout:
 @dataclass(frozen=True)
 class Peek:
     """What :func:`probe` reads of a file, whatever the field list in force: its first line
-    (byte-order mark stripped), that line's end, whether it is gzip."""
+    (byte-order mark stripped), that line's end, whether it is gzip, and, when the first line
+    is data, the header plan's sample of it
+    (:func:`~pipeline.ingest.telemetry.header_plan.head_sample`) where the head settles it."""
 
     line: str
     newline: str
     gzip: bool
+    sample: tuple[str, ...] | None = None
 
 
 def peek(path: Path) -> Peek | None:
@@ -108,7 +111,10 @@ def peek(path: Path) -> Peek | None:
         newline = line_end(text) or "\n"
     except (OSError, EOFError):
         return None
-    return Peek(line.lstrip("\ufeff"), newline, head[:2] == sniff.GZIP_MAGIC)
+    line, gz = line.lstrip("\ufeff"), head[:2] == sniff.GZIP_MAGIC
+    # (a gzip head is never taken as the whole file: a second member would lie beyond it)
+    sample = None if _header_fields(line) else header_plan.head_sample_of(text, whole and not gz and not gz_error)
+    return Peek(line, newline, gz, None if sample is None else tuple(sample))
 
 
 def peek_many(paths: list[Path]) -> dict[Path, Peek | None]:
@@ -503,7 +509,7 @@ def load_files(items: list[tuple[Path, int]], *, host: str, tz: str, fields: lis
 
 def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = None,
               firsts: dict[Path, list[Field] | None] | None = None, peeks: dict[Path, Peek | None] | None = None,
-              ) -> list[list[tuple[Loaded, list[Field] | None]]]:
+              head_samples: dict[Path, list[str]] | None = None) -> list[list[tuple[Loaded, list[Field] | None]]]:
     """Hourly facts of many hosts' files, batched by layout across hosts.
 
     ``single(path, file_id, fields, run)`` loads one file the exact way and returns
@@ -513,15 +519,17 @@ def load_runs(runs: list[Run], *, single: Callable, start_of: Callable | None = 
     ``firsts``, when given, gets the header of the first line (None: it starts with data)
     of each file whose layout was read here, so that the header plan need not open it again.
     ``peeks``: files' :func:`peek`, read ahead (a file not in it is peeked here).
+    ``head_samples``, when given, gets the header plan's sample of each such file that starts with
+    data, where its peek settled it (:attr:`Peek.sample`).
     Returns, per run and file, its :class:`Loaded` and the field list in force after it.
     """
     start_of = start_of or (lambda _path, flds: flds)
     with scratch() as con:
         return _load_runs(con, runs, single=single, start_of=start_of, firsts={} if firsts is None else firsts,
-                          peeks=peeks or {})
+                          peeks=peeks or {}, head_samples={} if head_samples is None else head_samples)
 
 
-def _load_runs(con, runs: list[Run], *, single, start_of, firsts, peeks):
+def _load_runs(con, runs: list[Run], *, single, start_of, firsts, peeks, head_samples):
     # 1. Each file's layout, its predecessor assumed read fast (a fast file ends with its
     #    layout's fields); a file the fast path cannot take is read line by line now.
     picks: list[list[_Pick]] = []
@@ -530,9 +538,12 @@ def _load_runs(con, runs: list[Run], *, single, start_of, firsts, peeks):
         current, mine = run.fields, []
         for k, (path, fid) in enumerate(run.items):
             current = start_of(path, current)
-            lay, hf = probe(path, current, peeks.get(path, _UNSEEN))
+            pk = peeks[path] if path in peeks else peek(path)
+            lay, hf = probe(path, current, pk)
             if lay is not None:
                 firsts[path] = hf
+                if pk.sample is not None:
+                    head_samples[path] = list(pk.sample)
             if lay is None:
                 res = single(path, fid, current, run)
                 mine.append(_Pick(start=current, result=res))

@@ -78,7 +78,7 @@ g AS (
 -- a counter's step from the GPU's previous hour (a reset: the new value) is added to the
 -- hour's own delta, where the hour has one; the gap before each hour's first sample gives
 -- the GPU's usual time between samples (logs sampled less than twice an hour; overlapping
--- files give none). Per day (the steps) and per GPU (the median gap) in one aggregate.
+-- files give none). Summed per day (st) and its median taken per GPU (gap).
 steps AS (
   SELECT gpu_key, CAST(hour AS DATE) AS day, {steps_c} AS c_step, {steps_u} AS u_step, {steps_r} AS r_step,
     CASE WHEN ts_first > prev_ts THEN {d.seconds_between('prev_ts', 'ts_first')} END AS gap_s
@@ -90,10 +90,14 @@ steps AS (
     FROM {_keyed()} AS k WINDOW w AS (PARTITION BY gpu_key ORDER BY ts_first, ts_last)
   ) AS lagged
 ),
-s AS (
-  SELECT gpu_key, day, grouping(day) AS per_gpu, sum(c_step) AS c_step, sum(u_step) AS u_step,
-    sum(r_step) AS r_step, {d.quantile('gap_s', 0.5)} AS gpu_gap_s
-  FROM steps GROUP BY GROUPING SETS ((gpu_key, day), (gpu_key))
+-- two aggregates of the steps, not GROUPING SETS: there the median was also computed per
+-- day (a holistic state in each of a year's ~700k GPU-days spilled tens of GB)
+st AS (
+  SELECT gpu_key, day, sum(c_step) AS c_step, sum(u_step) AS u_step, sum(r_step) AS r_step
+  FROM steps GROUP BY gpu_key, day
+),
+gap AS (
+  SELECT gpu_key, {d.quantile('gap_s', 0.5)} AS gpu_gap_s FROM steps GROUP BY gpu_key
 )
 SELECT g.gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, g.day, samples,
   -- samples x interval over the day: the interval from within the hours where they hold
@@ -112,8 +116,8 @@ SELECT g.gpu_key, serial, uuid, host, pci_bus_id, gpu_index, name, g.day, sample
   remapped_rows_failed_max, remapped_rows_uncorrectable_max, pcie_width_min, pcie_width_max_reported,
   r_within + st.r_step AS pcie_replay_delta, fan_mean, fan_max, gpu_error_samples
 FROM g
-JOIN s st ON st.per_gpu = 0 AND st.gpu_key IS NOT DISTINCT FROM g.gpu_key AND st.day = g.day
-JOIN s gap ON gap.per_gpu = 1 AND gap.gpu_key IS NOT DISTINCT FROM g.gpu_key
+JOIN st ON st.gpu_key IS NOT DISTINCT FROM g.gpu_key AND st.day = g.day
+JOIN gap ON gap.gpu_key IS NOT DISTINCT FROM g.gpu_key
 """
 
 

@@ -113,14 +113,40 @@ def head_sample(path: Path, n: int = SAMPLE_LINES) -> list[str]:
             lines = split_lines(data)
             if k == 0 and lines:
                 lines[0] = lines[0].lstrip("\ufeff")
-            for text in lines:
-                if header_fields(text) is not None or len(out) >= n:
-                    return out
-                if text.strip(BLANK_CHARS):
-                    out.append(text)
+            if _take_sample(lines, out, n):
+                return out
     except READ_ERRORS:
         pass  # a damaged file: what was read (its lines are judged by the loader)
     return out
+
+
+def head_sample_of(text: bytes, whole: bool, n: int = SAMPLE_LINES) -> list[str] | None:
+    """:func:`head_sample` from the file's first bytes (its text, decompressed), already
+    read: None when they do not settle it (the ``n`` lines or a header lie beyond them).
+    ``whole``: ``text`` is the whole file. Saves opening (and inflating) a headerless file
+    a second time when the stage has peeked at it."""
+    if not whole:
+        # only whole lines: where _blocks would cut (a CR at the end may be half a CRLF)
+        cut = max(text.rfind(b"\n"), text.rfind(b"\r", 0, len(text) - 1))
+        if cut < 0:
+            return None
+        text = text[:cut + 1]
+    lines = split_lines(text)
+    if lines:
+        lines[0] = lines[0].lstrip("\ufeff")
+    out: list[str] = []
+    return out if _take_sample(lines, out, n) or len(out) >= n or whole else None
+
+
+def _take_sample(lines: Sequence[str], out: list[str], n: int) -> bool:
+    """Add ``lines``' non-blank data lines to ``out``, up to ``n``; True once a header (or a
+    line past the ``n``-th) ends the sample."""
+    for text in lines:
+        if header_fields(text) is not None or len(out) >= n:
+            return True
+        if text.strip(BLANK_CHARS):
+            out.append(text)
+    return False
 
 
 def _text_fits(f: Field, text: str) -> bool:

@@ -439,18 +439,20 @@ def run(ctx) -> None:
         if samples_root is not None:  # clean samples are written file by file
             return dict(zip(paths, ctx.load_files(STAGE, paths, loader, reload=set(paths) if reload else ())))
         return _ingest_batched(ctx, entries, sites, before, state, reload=reload, start_of=start_of, key_of=key_of,
-                               configured=configured, firsts=firsts)
+                               configured=configured, firsts=firsts, head_samples=head_samples)
 
-    # The header of each file's first line, as the loader found it (None: data first).
+    # The header of each file's first line, as the loader found it (None: data first), and
+    # the first data lines of those that start with data, where the loader's peek read them.
     firsts: dict[Path, list[Field] | None] = {}
+    head_samples: dict[Path, list[str]] = {}
     with stage_scratch():
         results = ingest(plan)
-        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of, configured, firsts))
+        results.update(_settle_headers(ctx, plan, planned, ingest, results, key_of, configured, firsts, head_samples))
     ctx.tally(STAGE, results.values())  # a reloaded file counts once, with its last result
 
 
 def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileResult], key_of,
-                    configured, firsts: dict | None = None) -> dict[Path, FileResult]:
+                    configured, firsts: dict | None = None, head_samples: dict | None = None) -> dict[Path, FileResult]:
     """Read every file that starts without a header with the header
     :func:`~pipeline.ingest.telemetry.header_plan.plan_starts` picks for it from all the host's files
     present now, and record the pick (``smi_headers.header_from``).
@@ -493,7 +495,9 @@ def _settle_headers(ctx, plan, planned: dict, ingest, results: dict[Path, FileRe
                 own_first = header_plan.scan(path).own_first
             files.append(header_plan.HostFile(key, first is not None, own_first,
                                               header_plan.from_cells(last) if own_first else None,
-                                              [] if first is not None else functools.partial(header_plan.head_sample, path)))
+                                              [] if first is not None else
+                                              head_samples[path] if head_samples and path in head_samples else
+                                              functools.partial(header_plan.head_sample, path)))
         starts = header_plan.plan_starts(files, configured(host))
         for (path, prev), key, f, st in zip(entries, keys, files, starts):
             file_id, start = reg[key][:2]
@@ -536,7 +540,7 @@ INGEST_FILES = 2000
 
 
 def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, start_of=None,
-                    key_of=None, configured=None, firsts=None) -> dict[Path, FileResult]:
+                    key_of=None, configured=None, firsts=None, head_samples=None) -> dict[Path, FileResult]:
     """Load the plan's files through :meth:`Warehouse.ingest_batch`, :data:`INGEST_FILES`
     at a time (one transaction each); within a chunk, the files of all hosts that share a
     layout are read by one DuckDB statement (:func:`~pipeline.ingest.telemetry.batch.load_runs`).
@@ -560,7 +564,7 @@ def _ingest_batched(ctx, plan, sites, before, state, *, reload: bool = False, st
             runs.append(batch.Run(host, ctx.cfg.site_tz(sites.get(host_key(host))), before(host, prev), [(path, fid)]))
         out: list[Loaded] = []
         for run, results in zip(runs, batch.load_runs(runs, single=single, start_of=start_of, firsts=firsts,
-                                                      peeks=peeks)):
+                                                      peeks=peeks, head_samples=head_samples)):
             for (path, _), (loaded, last) in zip(run.items, results):
                 state[path] = last
                 out.append(loaded)
