@@ -128,6 +128,9 @@ class AliasIndex:
         self._generic = frozenset(mk.get("generic_nouns", ()))
         # a swap to test ("to see if it follows") replaces nothing yet
         self._trial = _marker_re(mk.get("trial", ()), "any") if only_actions else None
+        # a test whose result is told has decided: what was replaced after that result was done
+        # ("對調，不良跟隨槽位，更換槽位2轉接卡後正常")
+        self._trial_verdict = _marker_re(mk.get("trial_verdict", ()), "any") if only_actions else None
         # "Replacement GPU and riser on order": a replacement named as a noun while parts are
         # awaited anywhere in the text is not done yet (CODING-GUIDE 13)
         self._awaiting = _marker_re(mk.get("awaiting", ()), "any") if only_actions else None
@@ -204,14 +207,15 @@ class AliasIndex:
         ("need to replace", "RMA pending", 待更换), else empty; vague phrases have code ``""``."""
         out = []
         trial = self._trial is not None and self._trial.search(text) is not None
+        told = self._trial_verdict.search(text) if trial and self._trial_verdict is not None else None
         awaiting = self._awaiting is not None and self._awaiting.search(text) is not None
         for a, b, code, strength in self._spans(text):
             status = ""
             if code != VAGUE:
                 if _NEGATION.search(text, 0, a):
                     status = NEG
-                elif trial and code in self._replaced:
-                    status = TODO
+                elif trial and code in self._replaced and (told is None or a < told.start()):
+                    status = TODO  # the swap done as the test; a replacement after its told result was done
                 elif awaiting and code in self._replaced and text[a:b] in self._noun_replace:
                     status = TODO
                 elif code not in self._passive and (

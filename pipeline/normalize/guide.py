@@ -93,6 +93,10 @@ class Evidence(NamedTuple):
                     side = -1 if gap == 0 and self.text[a0:a1].endswith("ed") else 1
                     if gap <= reach_before and not any(p[1] <= s and e <= a0 for s, e in others):
                         near.append((gap, side, p))
+                elif p[0] < a0 < p[1]:
+                    # the action composed of the part's own last word and a verb ("GPU3 整张卡换掉":
+                    # 整张卡换掉 is the verb phrase, "gpu 整张卡" the part): said of that part
+                    near.append((0, -1, p))
             if near:
                 near.sort(key=lambda n: (n[0], n[1]))
                 best = near[0][2][2]
@@ -134,6 +138,9 @@ class Reader:
         self._verdict = g.no_fault if g is not None else None
         # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
         self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
+        self._owner_first = frozenset(mk.get("possessive", ()))  # "GPU 3's heatsink", GPU3之导热垫
+        self._owned_first = frozenset(mk.get("possessive_of", ()))  # "thermal pads of the GPU"
+        self._part_of = taxonomy.part_of
 
     def read(self, text: str) -> Evidence:
         """The evidence of one canonical (glued-split) text."""
@@ -162,6 +169,11 @@ class Reader:
                     parts[-1] = (prev[0], b, prev[2], prev[3])
                     continue
             end_of = None
+            if parts and status != NEG and parts[-1][2] not in self._not_parts and code not in self._not_parts:
+                gap = text[parts[-1][1]:a].split()
+                if len(gap) == 1 and gap[0] in self._owner_first | self._owned_first:
+                    parts[-1] = self._part_of_part(text, parts[-1], b, code, gap[0] in self._owner_first)
+                    continue
             acted = any(e <= a and tokens_between(text, e, a) <= self._reach for _, e, *_ in actions)
             ok = self._ok is not None and self._ok.search(text[b:]) is not None
             ruled_out = (self._ruled_out is not None and self._ruled_out.search(text[b:])) or (ok and not acted)
@@ -179,6 +191,17 @@ class Reader:
                 parts.append((a, b, code, ok))
         negated = negated or any(h[4] == NEG for h in self.index["symptom"].scan(text))
         return Evidence(text, tuple(parts), tuple(actions), negated)
+
+    def _part_of_part(self, text: str, prev: tuple[int, int, str, bool], end: int, code: str,
+                      owner_first: bool) -> tuple[int, int, str, bool]:
+        """One part named as part of another ("GPU 3's thermal pads", "heatsink of GPU 0",
+        GPU3之导热垫): the part meant is the one owned, the head of the phrase (CODING-GUIDE 1, 4:
+        a GPU's heatsink is ``COOLING``), unless the taxonomy's ``part_of`` says that part belongs
+        to its owner (CODING-GUIDE 5: "the PSU's fan", "fan of PSU 1" is the ``PSU``; "memory of
+        GPU 3" is GPU memory)."""
+        owner, owned = (prev[2], code) if owner_first else (code, prev[2])
+        kept = owner if self._part_of.get(owned) == owner else owned
+        return prev[0], end, kept, self._ok is not None and self._ok.search(text[end:]) is not None
 
     def _outcome(self, text: str, start: int, end: int, upto: int | None = None) -> str:
         """``failed`` / ``resolved`` when such a word follows within a few words (or ends the
@@ -266,6 +289,9 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         # firmware fix beside "no hardware touched" keeps its code
         action = Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
         act, verdict = None, True
+    if g is not None and g.no_fault and _outside(tax, keys, act, ev(src), named_part(tax, get, part_key, thr)):
+        action = Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
+        act, verdict = action.code, True
     if act and ev(src).outcome(act) == "failed":
         tags["action"].add("failed_action")
     if g is not None and g.no_fault and not verdict and (act is None or act in skip["action"]):
@@ -411,6 +437,34 @@ def _decline(tax: Taxonomy, keys: tuple[str, str, str], part: Match, action: Mat
             (said("awaiting") and act not in g.fixes and named is None) or (act is None and _bare(tax, keys[2])):
         part = Match(None, part.score, "declined")
     return part, action
+
+
+def named_part(tax: Taxonomy, get: Callable[[str, str], Match], key: str, thr: float) -> str | None:
+    """The part a part field names with confidence (None: none)."""
+    own = get("part", key)
+    return own.code if _sure(own, thr) else None
+
+
+def _outside(tax: Taxonomy, keys: tuple[str, str, str], act: str | None, e: Evidence, named: str | None) -> bool:
+    """Whether what was done was done outside the server, whatever it was (CODING-GUIDE 3):
+
+    * the resolution says the server itself was not worked on ("cleaned the cabinet intake
+      filter (outside the server). No work in the chassis", 车队换了逆变器，工控机本身没动:
+      ``markers.outside_server``);
+    * an RMA lab's disposition finds no fault in the unit returned ("FLD replaced. TST bench 72h:
+      CND. DISP: NTF": ``markers.lab_no_fault``), where the replacement told is the field's of
+      that very unit (no part named beside it, or the part field's): the lab did nothing to it.
+      A replacement of another part keeps its code ("GPU NTF, returned to stock; customer's
+      DIMM replaced").
+    """
+    g, mk = tax.guide, tax.markers
+    if mk.get("outside_server") and _phrases_rx(tuple(mk["outside_server"])).search(keys[2]):
+        return True
+    if not mk.get("lab_no_fault") or act not in g.replaced or \
+            not any(_phrases_rx(tuple(mk["lab_no_fault"])).search(k) for k in keys[1:]):
+        return False
+    acted, _ = e.acted_part(act, g.reach_after, g.reach_before, frozenset(c for c in (g.no_fault, g.software) if c))
+    return acted is None or acted == named
 
 
 def _bare(tax: Taxonomy, key: str) -> bool:

@@ -27,7 +27,8 @@ MARKERS = ("cause_follows", "cause_precedes", "not_done_before", "not_done_after
            "resolved_after", "part_ok_after", "part_ruled_out_after", "trial", "generic_nouns",
            "awaiting", "noun_replace",
            "slowdown_cause_unknown", "cable_ends", "not_a_verdict", "reinstall", "no_slowdown_cause", "server_untouched",
-           "still_open", "trial_verdict", "bare_resolution", "resolution_labels", "observing")
+           "still_open", "trial_verdict", "bare_resolution", "resolution_labels", "observing",
+           "possessive", "possessive_of", "outside_server", "lab_no_fault")
 PENALTIES = ("negation", "parts_conflict", "two_parts", "vague", "several", "failed_action", "context", "unsupported",
              "prior_disagrees", "prior_unsure", "prior_undecided", "prior_acted_share")
 
@@ -98,6 +99,7 @@ class Taxonomy:
     penalties: dict[str, float] = field(default_factory=dict)
     compose: dict[str, tuple[Composed, ...]] = field(default_factory=dict)
     part_symptoms: dict[str, frozenset[str]] = field(default_factory=dict)
+    part_of: dict[str, str] = field(default_factory=dict)
 
     def allowed(self, dimension: str) -> frozenset[str]:
         """The codes of one dimension."""
@@ -188,7 +190,8 @@ def _merge(base: dict, extra: dict) -> dict:
         for d, v in (extra.get(section) or {}).items():
             merged[d] = merged.get(d, []) + _as_list(v)
         out[section] = merged
-    for section in ("xid", "implies_part", "implies_symptom", "resolve", "guide", "penalties", "compose", "part_symptoms"):
+    for section in ("xid", "implies_part", "implies_symptom", "resolve", "guide", "penalties", "compose", "part_symptoms",
+                    "part_of"):
         out[section] = {**(base.get(section) or {}), **(extra.get(section) or {})}
     return out
 
@@ -235,6 +238,8 @@ def _build(raw: dict, source: str) -> Taxonomy:
     implies = _implications(raw, "implies_part", codes["symptom"], codes["part"], "a symptom code -> a part code", problems)
     implies_symptom = _implications(raw, "implies_symptom", codes["part"], codes["symptom"],
                                     "a part code -> a symptom code", problems)
+    part_of = _implications(raw, "part_of", codes["part"], codes["part"], "a part code -> the part code it belongs to",
+                            problems)
     no_context = {}
     for d in DIMENSIONS:
         listed = [str(c) for c in _as_list((raw.get("no_context") or {}).get(d))]
@@ -295,7 +300,7 @@ def _build(raw: dict, source: str) -> Taxonomy:
     if problems:
         raise ConfigError(problems, source)
     tax = Taxonomy(codes, vague, xid, implies, implies_symptom, no_context, resolve, priority, source,
-                   outranks, markers, guide, penalties, compose, part_symptoms)
+                   outranks, markers, guide, penalties, compose, part_symptoms, part_of)
     log.info("taxonomy %s: %s", source, {d: len(codes[d]) for d in DIMENSIONS})
     return tax
 
@@ -336,7 +341,7 @@ def _guide(raw: dict, codes: dict[str, dict[str, Code]], problems: list[str]) ->
 def _composed(raw: dict, codes: dict[str, dict[str, Code]], problems: list[str]) -> dict[str, tuple[Composed, ...]]:
     """The ``compose:`` section: per dimension and code one spec or a list of them, each with
     ``verbs`` and ``objects`` (or ``objects_from: part``, every strong alias of that dimension
-    but those of the codes in ``except``) and ``order`` (``both`` or ``verb_first``); canonical."""
+    but those of the codes in ``except``, each followed by one of ``suffixes`` where given) and ``order`` (``both`` or ``verb_first``); canonical."""
     out: dict[str, list[Composed]] = {}
     specs = [(d, c, spec or {}) for d, listed_codes in raw.items() for c, listed in (listed_codes or {}).items()
              for spec in (listed if isinstance(listed, list) else [listed])]
@@ -351,7 +356,11 @@ def _composed(raw: dict, codes: dict[str, dict[str, Code]], problems: list[str])
                 problems.append(f"compose.{d}.{c}.objects_from: {source!r} is not a dimension")
                 continue
             skip = {str(x) for x in _as_list(spec.get("except"))}
-            objects += [a for code, cs in codes[source].items() if code not in skip for a in cs.aliases]
+            named = [a for code, cs in codes[source].items() if code not in skip for a in cs.aliases]
+            # ``suffixes``: the part's own firmware ("upgraded the backplane firmware", 更新网卡韧体),
+            # every part alias followed by one of them; without, the aliases themselves
+            suffixes = [str(x) for x in _as_list(spec.get("suffixes"))]
+            objects += [canonical(f"{a} {x}") for a in named for x in suffixes] if suffixes else named
         verbs = [canonical(str(v)) for v in _as_list(spec.get("verbs"))]
         objects = [o for o in objects if len(o) > 1]  # "the", "-": nothing to compose with
         order = spec.get("order", "both")
