@@ -188,6 +188,10 @@ class Predict(_Frozen):
     min_failures: int = 5
     # Consecutive out-of-fold periods of the time-ordered cross-validation.
     cv_folds: int = 4
+    # The promotion bar: folds scored and failed GPUs in them before a model may be judged
+    # better than the evidence score (docs/predict.md, "The learned model, and when it ranks").
+    promotion_min_folds: int = 3
+    promotion_min_failures: int = 15
     # GPUs per day the on-call team looks at: the track record counts these as flagged.
     alert_top: int = 20
 
@@ -397,6 +401,8 @@ _RANGES: tuple[tuple[str, typing.Callable[[typing.Any], bool], str], ...] = (
     ("predict.threads", lambda v: v >= 1, "at least 1"),
     ("predict.min_failures", lambda v: v >= 1, "at least 1"),
     ("predict.cv_folds", lambda v: v >= 1, "at least 1"),
+    ("predict.promotion_min_folds", lambda v: v >= 1, "at least 1"),
+    ("predict.promotion_min_failures", lambda v: v >= 1, "at least 1"),
     ("predict.alert_top", lambda v: v >= 1, "at least 1"),
     ("report.data_origin", lambda v: v in ("auto", "real", "simulated"), "auto, real or simulated"),
     ("report.rate_multiplier", lambda v: v >= 0, "0 (auto) or positive"),

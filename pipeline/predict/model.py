@@ -273,6 +273,17 @@ def promote(models_dir: Path, version: str) -> None:
     (models_dir / "current.json").write_text(json.dumps({"version": version}) + "\n", encoding="utf-8")
 
 
+def _bar_lines(bar: list[dict] | None) -> list[str]:
+    """The promotion bar as a table: each check, this night's value, what it needs, met or not
+    (a check after the first one not met was not evaluated)."""
+    if not bar:
+        return []
+    rows = [f"| {c['check']} | {'—' if c['value'] is None else c['value']} | {c['need']} | "
+            f"{'yes' if c['met'] else '**no**'} |" for c in bar]
+    return ["## Promotion bar (docs/predict.md)", "", "| check | this model | needs | met |", "|---|---|---|---|",
+            *rows, ""]
+
+
 def card_markdown(card: dict) -> str:
     """The model card for people."""
     m, b = card.get("metrics", {}).get("model", {}), card.get("metrics", {}).get("baseline", {})
@@ -286,6 +297,7 @@ def card_markdown(card: dict) -> str:
         f"# Failure model {card['version']}", "",
         f"Replacement within {card['horizon_days']} days, per GPU and day. Trained {card['trained_at']}.",
         f"Promoted: {card.get('promoted')} ({card.get('reason', '')}).", "",
+        *_bar_lines(card.get("promotion_bar")),
         "## Data", "",
         *(f"- {k}: {v[0]} to {v[1]}" for k, v in card["split"].items()),
         f"- training GPU-days: {card['train_rows']} ({card['train_failures']} positive)",
