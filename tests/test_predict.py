@@ -66,18 +66,6 @@ def test_features_for_a_day_do_not_change_when_later_data_arrives(tmp_path):
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_a_feature_column_a_release_dropped_leaves_an_old_warehouse_on_its_next_build(wh):
-    """A migration only adds columns: ``days_since_ticket`` (dropped in round 10) stayed, empty,
-    in warehouses built before; the rebuild drops what the schema no longer declares."""
-    write_toy_fleet(wh, gpus=8, days=40, seed=2, start=START)
-    n = build_features(wh, Config())
-    wh.con.execute("ALTER TABLE features ADD COLUMN days_since_ticket DOUBLE").fetchall()
-    assert build_features(wh, Config()) == n
-    cols = [r[0] for r in wh.con.execute("SELECT column_name FROM information_schema.columns "
-                                         "WHERE table_name = 'features'").fetchall()]
-    assert "days_since_ticket" not in cols and cols == wh.schemas["features"].names
-
-
 def test_link_narrowing_and_heat_are_measured_against_the_gpu_and_its_host(wh):
     write_toy_fleet(wh, gpus=8, days=60, seed=2, start=START, daily_hazard=0.0)
     serial = wh.con.execute("SELECT serial FROM inventory WHERE slot = 3").fetchall()[0][0]

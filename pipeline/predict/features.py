@@ -24,7 +24,7 @@ from pipeline.engine import Dialect, DuckDBDialect, Engine
 from pipeline.predict.evidence_weights import HW_CLASSES, XID_CLASSES, xid_class_values
 from pipeline.predict.labels import failure_events_sql
 from pipeline.stats.exposure import PLAUSIBLE_FROM
-from pipeline.vocab.sql import ident, literal, literals
+from pipeline.vocab.sql import literal, literals
 from pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -382,21 +382,6 @@ def lost_marker_columns(wh: Warehouse, engine: Engine | None = None) -> tuple[st
     return tuple(c for c in have if c == LOST_MARKER_COLUMN)
 
 
-def _drop_undeclared(wh: Warehouse, names: list[str]) -> None:
-    """Drop the columns of ``features`` a release no longer declares.
-
-    A warehouse migration only adds columns, so a file built before a feature was dropped
-    (``days_since_ticket``, round 10) kept it, empty, forever. The table is rebuilt whole on
-    every run, so nothing in the dropped column can be lost.
-    """
-    have = wh.engine.rows("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
-                          f"AND table_name = {literal('features')}", step="predict: features columns")
-    for (col,) in have:
-        if col not in names:
-            log.info("features: dropping column %s, no longer declared", col)
-            wh.engine.execute(f"ALTER TABLE features DROP COLUMN {ident(col)}", step="predict: drop undeclared column")
-
-
 def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end: date | None = None,
                    engine: Engine | None = None) -> int:
     """Recompute the ``features`` table from the warehouse; returns its row count.
@@ -420,13 +405,11 @@ def build_features(wh: Warehouse, cfg: Config, *, start: date | None = None, end
         cols = ", ".join(f'"{c}"' for c in names)
         with wh.transaction():
             wh.clear("features")
-            _drop_undeclared(wh, names)
             wh.engine.execute(f"INSERT INTO features ({cols}) SELECT {cols} FROM ({sql})", step="predict: features")
     else:
         cols = ", ".join(engine.dialect.quote(c) for c in names)
         rows = engine.arrow(f"SELECT {cols} FROM ({sql}) AS features", step="predict: features")
         with wh.transaction():
-            _drop_undeclared(wh, names)
             wh.replace("features", rows)
     n = wh.engine.scalar("SELECT count(*) FROM features", step="predict: count features")
     log.info("features: %d GPU-days from %s to %s", n, start, end)
