@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -65,6 +66,21 @@ def test_a_local_master_s_driver_gets_half_the_memory_unless_the_config_names_it
     assert local_driver_memory({}, 24 * gib) == {"spark.driver.memory": "12g"}
     assert local_driver_memory({}, 1 * gib) == {"spark.driver.memory": "1g"}  # never under Spark's own 1 g
     assert local_driver_memory({"spark.driver.memory": "3g"}, 24 * gib) == {}
+
+
+def test_a_local_master_keeps_spark_s_sql_warehouse_out_of_the_working_directory(tmp_path):
+    from pipeline.engine.spark_engine import local_warehouse_dir
+
+    (where,) = local_warehouse_dir({}).values()
+    assert not Path(where).resolve().is_relative_to(Path.cwd().resolve())
+    assert not Path(where).resolve().is_relative_to(ROOT)
+    assert local_warehouse_dir({"spark.sql.warehouse.dir": str(tmp_path)}) == {}
+
+
+@pytest.mark.xdist_group("spark")
+def test_the_session_s_sql_warehouse_is_not_in_the_checkout(spark):
+    where = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    assert not Path(where).resolve().is_relative_to(ROOT)
 
 
 def test_cli_rejects_an_unknown_engine_in_one_line(cli, capsys):

@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -50,6 +52,19 @@ def local_driver_memory(conf: dict[str, str], ram_bytes: int) -> dict[str, str]:
     if "spark.driver.memory" in conf:
         return {}
     return {"spark.driver.memory": f"{max(1, ram_bytes // 2 // 2**30)}g"}
+
+
+def local_warehouse_dir(conf: dict[str, str]) -> dict[str, str]:
+    """``spark.sql.warehouse.dir`` for a local master when the config sets none: a folder in
+    the system's temporary directory.
+
+    Spark makes its SQL warehouse folder (``spark-warehouse``) in the working directory when
+    the session starts; fleetfault keeps its tables itself (Parquet under ``--warehouse``)
+    and never writes there, so the folder would only be litter in the user's directory (or
+    a checkout the tests must not write into). A config that names it wins."""
+    if "spark.sql.warehouse.dir" in conf:
+        return {}
+    return {"spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "fleetfault-spark-warehouse")}
 
 
 def _ram_bytes() -> int:
@@ -100,7 +115,8 @@ def spark_session(settings=None):
             # the PATH's python3, which need not hold this project's dependencies (a venv
             # used without activating it, pipx): run them with this interpreter instead.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            for key, value in local_driver_memory(settings.conf, _ram_bytes()).items():
+            local = {**local_driver_memory(settings.conf, _ram_bytes()), **local_warehouse_dir(settings.conf)}
+            for key, value in local.items():
                 builder = builder.config(key, value)
     for key, value in {**QUIET_CONF, **settings.conf, **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
