@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from hypothesis import settings as _hypothesis_settings
+from hypothesis.configuration import set_hypothesis_home_dir
+
+# Hypothesis keeps its caches and example database in ./.hypothesis; tests do not write into
+# the checkout, so they live in the temporary directory (kept across runs on one machine).
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "fleetfault-hypothesis")
 
 # Property tests draw the same examples on every run (``derandomize``), so a run of the
 # README's test command, CI's included, passes or fails the same way on the same tree; a
