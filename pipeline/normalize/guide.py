@@ -137,7 +137,7 @@ class Reader:
         self._no_verdict = frozenset(mk.get("not_a_verdict", ()))
         self._verdict = g.no_fault if g is not None else None
         # a verdict or software is no modifier: "未发现异常 内存测试通过" names no memory fault
-        self._not_parts = frozenset(c for c in (g.no_fault, g.software) if c) if g is not None else frozenset()
+        self._not_parts = g.not_parts if g is not None else frozenset()
         self._owner_first = frozenset(mk.get("possessive", ()))  # "GPU 3's heatsink", GPU3之导热垫
         self._owned_first = frozenset(mk.get("possessive_of", ()))  # "thermal pads of the GPU"
         self._part_of = taxonomy.part_of
@@ -287,10 +287,11 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         # "DC fitted the blanking panel. No change on the server", 物业修好空调，服务器没动: what was
         # done was done outside the server, and nothing to it (CODING-GUIDE 3); a reseat or a
         # firmware fix beside "no hardware touched" keeps its code
-        action = Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
-        act, verdict = None, True
-    if g is not None and g.no_fault and _outside(tax, keys, act, ev(src), named_part(tax, get, part_key, thr)):
-        action = Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
+        action, act, verdict = _no_fault_action(g), None, True
+    own_part = get("part", part_key)
+    named = own_part.code if _sure(own_part, thr) else None
+    if g is not None and g.no_fault and _outside(tax, keys, act, ev(src), named):
+        action = _no_fault_action(g)
         act, verdict = action.code, True
     if act and ev(src).outcome(act) == "failed":
         tags["action"].add("failed_action")
@@ -323,8 +324,6 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
     implied = tax.implies_part.get(symptom.code or "") if _sure(symptom, thr) else None
     if implied:
         hints.append(Match(implied, min(symptom.score, S_IMPLIED), "implied"))
-    own_part = get("part", part_key)
-    named = own_part.code if _sure(own_part, thr) else None
     if own_part.how in ("ambiguous", "head"):
         tags["part"].add("two_parts")  # "GPU / riser": two parts, or a compound no alias lists
     part = _fill(own_part, hints, thr, skip["part"], tags["part"])
@@ -337,7 +336,7 @@ def decide(tax: Taxonomy, thr: float, get: Callable[[str, str], Match], ev: Call
         # own report
         tags["part"].add("unsupported")
     if g is not None and act:
-        skip_parts = frozenset(c for c in (g.no_fault, g.software) if c)
+        skip_parts = g.not_parts
         acted, two = ev(src).acted_part(act, g.reach_after, g.reach_before, skip_parts)
         if acted is None and src != symptom_key:
             # "更换" alone, the symptom field telling what: "巡检：预防性更换GPU3"
@@ -439,10 +438,9 @@ def _decline(tax: Taxonomy, keys: tuple[str, str, str], part: Match, action: Mat
     return part, action
 
 
-def named_part(tax: Taxonomy, get: Callable[[str, str], Match], key: str, thr: float) -> str | None:
-    """The part a part field names with confidence (None: none)."""
-    own = get("part", key)
-    return own.code if _sure(own, thr) else None
+def _no_fault_action(g) -> Match:
+    """The action of a no-fault finding (the guide's ``no_fault_action``; else none)."""
+    return Match(g.no_fault_action, S_ACTED, "no_fault") if g.no_fault_action else Match(None, 0.0, "none")
 
 
 def _outside(tax: Taxonomy, keys: tuple[str, str, str], act: str | None, e: Evidence, named: str | None) -> bool:
@@ -463,7 +461,7 @@ def _outside(tax: Taxonomy, keys: tuple[str, str, str], act: str | None, e: Evid
     if not mk.get("lab_no_fault") or act not in g.replaced or \
             not any(_phrases_rx(tuple(mk["lab_no_fault"])).search(k) for k in keys[1:]):
         return False
-    acted, _ = e.acted_part(act, g.reach_after, g.reach_before, frozenset(c for c in (g.no_fault, g.software) if c))
+    acted, _ = e.acted_part(act, g.reach_after, g.reach_before, g.not_parts)
     return acted is None or acted == named
 
 
@@ -553,5 +551,5 @@ def _sure(m: Match, thr: float) -> bool:
 
 def _hardware(texts: list[Evidence], g) -> set[str]:
     """The parts named in the symptom and action texts, verdicts and software aside."""
-    skip = {c for c in (g.no_fault, g.software) if c} if g is not None else set()
+    skip = g.not_parts if g is not None else frozenset()
     return {p[2] for e in texts[1:] for p in e.parts if p[2] not in skip}

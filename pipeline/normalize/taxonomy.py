@@ -75,6 +75,11 @@ class Guide:
     reach_after: int = 4
     reach_before: int = 3
 
+    @property
+    def not_parts(self) -> frozenset[str]:
+        """The part codes that name no hardware: the no-fault verdict and software."""
+        return frozenset(c for c in (self.no_fault, self.software) if c)
+
 
 @dataclass(frozen=True)
 class Taxonomy:
